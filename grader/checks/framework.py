@@ -1,0 +1,32 @@
+"""The vocabulary of checks: the ``@check`` marker and the ways a check ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..verdict import TOPICS
+
+
+def check(id: str, title: str, topic: str, points: float = 1):
+    """Mark a pytest function as a graded check."""
+    if topic not in TOPICS:
+        raise ValueError(f"unknown topic {topic!r}; topics are {', '.join(TOPICS)}")
+    return pytest.mark.check(id=id, title=title, topic=topic, points=points)
+
+
+class CheckFailed(AssertionError):
+    """The student's layer does not have the checked property."""
+
+
+class Unavailable(Exception):
+    """The evidence a check needs does not exist; ``status`` says why."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def fail(observed: str, expected: str, why: str) -> None:
+    """Fail the current check with a message that teaches."""
+    raise CheckFailed(f"Observed: {observed}\nExpected: {expected}\nWhy it matters: {why}")

@@ -1,0 +1,96 @@
+"""Runs a check module under pytest and turns each outcome into a CheckResult."""
+
+from __future__ import annotations
+
+import io
+import os
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from ..verdict import CheckResult
+from .framework import CheckFailed, Unavailable
+
+INI = Path(__file__).with_name("pytest.ini")
+
+
+class CheckCollector:
+    """A pytest plugin: provides the ``evidence`` fixture and records results."""
+
+    def __init__(self, evidence):
+        self._evidence = evidence
+        self.results: list[CheckResult] = []
+        self.collection_errors: list[str] = []
+
+    @pytest.fixture(name="evidence")
+    def evidence_fixture(self):
+        return self._evidence
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when == "call" or (call.when == "setup" and report.outcome != "passed"):
+            marker = item.get_closest_marker("check")
+            if marker is None:
+                return
+            status, message = classify(call.excinfo)
+            meta = marker.kwargs
+            points = float(meta["points"])
+            self.results.append(
+                CheckResult(
+                    id=meta["id"],
+                    title=meta["title"],
+                    topic=meta["topic"],
+                    status=status,
+                    points=points if status == "passed" else 0.0,
+                    max_points=points,
+                    message=message,
+                )
+            )
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_errors.append(str(report.longrepr))
+
+
+def classify(excinfo) -> tuple[str, str]:
+    if excinfo is None:
+        return "passed", ""
+    error = excinfo.value
+    if isinstance(error, pytest.skip.Exception):
+        return "skipped", str(getattr(error, "msg", error))
+    if isinstance(error, Unavailable):
+        return error.status, error.message
+    if isinstance(error, CheckFailed):
+        return "failed", str(error)
+    if isinstance(error, AssertionError):
+        return "failed", str(error).split("\nassert ")[0]
+    return "error", f"The grader could not finish this check ({type(error).__name__}: {error})."
+
+
+def run_checks(module: Path, evidence) -> list[CheckResult]:
+    """Run every ``@check`` in ``module`` against ``evidence``, in file order."""
+    collector = CheckCollector(evidence)
+    args = [
+        str(module),
+        "-c", str(INI),
+        "--rootdir", str(module.parent),
+        "--noconftest",
+        "-p", "no:cacheprovider",
+        "-q",
+    ]
+    saved = {k: os.environ.pop(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS") if k in os.environ}
+    sink = io.StringIO()
+    try:
+        with redirect_stdout(sink), redirect_stderr(sink):
+            pytest.main(args, plugins=[collector])
+    finally:
+        os.environ.update(saved)
+    if collector.collection_errors or not collector.results:
+        raise RuntimeError(
+            f"the checks in {module.name} could not be collected:\n" + "\n".join(collector.collection_errors)
+            + sink.getvalue()[-2000:]
+        )
+    return collector.results

@@ -1,0 +1,85 @@
+"""Independent NumPy versions of the layers a Transformer encoder is made of.
+
+Used by the forward checks to recompute, from the student's own weights, what
+a correct layer must output. Float64 throughout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MASKED = -1e9
+
+
+def dense(x, kernel, bias=None, activation=None):
+    y = x @ kernel
+    if bias is not None:
+        y = y + bias
+    return np.maximum(y, 0.0) if activation == "relu" else y
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = x.var(axis=-1, keepdims=True)
+    y = (x - mean) / np.sqrt(variance + epsilon)
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y
+
+
+def softmax(scores, axis=-1):
+    shifted = scores - scores.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def attention(query, value, params, attention_mask=None):
+    """Keras's MultiHeadAttention on (B, T, E) / (B, S, E) inputs, mask (B, T, S)."""
+
+    def project(x, role):
+        y = np.einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
+        bias = params.get(f"{role}_bias")
+        return y if bias is None else y + bias
+
+    q, k, v = project(query, "query"), project(value, "key"), project(value, "value")
+    scores = np.einsum("btnk,bsnk->bnts", q, k) / np.sqrt(q.shape[-1])
+    if attention_mask is not None:
+        scores = np.where(attention_mask[:, None, :, :], scores, MASKED)
+    weights = softmax(scores)
+    context = np.einsum("bnts,bsnv->btnv", weights, v)
+    out = np.einsum("btnv,nve->bte", context, params["output_kernel"])
+    bias = params.get("output_bias")
+    return out if bias is None else out + bias
+
+
+def encoder_variants(x, parts, attention_mask=None) -> dict[str, np.ndarray]:
+    """The post-norm encoder and the common ways of getting it wrong.
+
+    ``parts`` holds ``attention`` (MHA params), ``norm1``/``norm2``
+    (gamma, beta, epsilon) and ``ffn1``/``ffn2`` (kernel, bias).
+    """
+
+    def norm(which, z):
+        p = parts[which]
+        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
+
+    def ffn(z, relu=True):
+        hidden = dense(z, parts["ffn1"]["kernel"], parts["ffn1"]["bias"], "relu" if relu else None)
+        return dense(hidden, parts["ffn2"]["kernel"], parts["ffn2"]["bias"])
+
+    def attend(z):
+        return attention(z, z, parts["attention"], attention_mask)
+
+    h = norm("norm1", x + attend(x))
+    variants = {"post_norm": norm("norm2", h + ffn(h))}
+    variants["no_relu"] = norm("norm2", h + ffn(h, relu=False))
+    h_no_res = norm("norm1", attend(x))
+    variants["no_attention_residual"] = norm("norm2", h_no_res + ffn(h_no_res))
+    variants["no_ffn_residual"] = norm("norm2", ffn(h))
+    variants["no_residuals"] = norm("norm2", ffn(h_no_res))
+    variants["input_residual_in_ffn"] = norm("norm2", x + ffn(h))
+    pre = x + attention(norm("norm1", x), norm("norm1", x), parts["attention"], attention_mask)
+    variants["pre_norm"] = pre + ffn(norm("norm2", pre))
+    return variants

@@ -1,0 +1,74 @@
+"""Plain-data descriptions of Keras layers and variables, by Keras class."""
+
+from __future__ import annotations
+
+import keras
+
+from .tracing import Registry, keras_class, to_numpy
+
+
+def describe_variable(variable, registry: Registry) -> dict:
+    return {
+        "id": registry.variable(variable),
+        "shape": [int(d) for d in variable.shape],
+        "trainable": bool(variable.trainable),
+        "path": str(getattr(variable, "path", getattr(variable, "name", ""))),
+    }
+
+
+def describe_layer(layer, registry: Registry) -> dict:
+    """The facts a check may need about one layer, found through Keras's public
+    attributes of its built-in class."""
+    kind = keras_class(layer)
+    record = {
+        "class": kind,
+        "python_class": type(layer).__name__,
+        "trainable": bool(layer.trainable),
+        "weights": [registry.variable(v) for v in layer.weights],
+        "trainable_weights": [registry.variable(v) for v in layer.trainable_weights],
+    }
+    if kind == "LayerNormalization":
+        record.update(
+            epsilon=float(layer.epsilon),
+            center=bool(layer.center),
+            scale=bool(layer.scale),
+            axis=_plain_axis(layer.axis),
+            gamma=_var(getattr(layer, "gamma", None), registry),
+            beta=_var(getattr(layer, "beta", None), registry),
+        )
+    elif kind == "Dense":
+        activation = keras.activations.serialize(layer.activation)
+        if isinstance(activation, dict):
+            activation = activation.get("config", {}).get("name", str(activation))
+        record.update(
+            units=int(layer.units),
+            activation=str(activation),
+            kernel=_var(getattr(layer, "kernel", None), registry),
+            bias=_var(getattr(layer, "bias", None), registry),
+        )
+    elif kind == "MultiHeadAttention":
+        record.update(
+            num_heads=int(layer.num_heads),
+            key_dim=int(layer.key_dim),
+            value_dim=int(layer.value_dim) if layer.value_dim else int(layer.key_dim),
+            use_bias=bool(layer.use_bias),
+            dropout=float(layer.dropout),
+            gated=bool(getattr(layer, "_use_gate", False)),
+        )
+        for role in ("query", "key", "value", "output"):
+            dense = getattr(layer, f"_{role}_dense", None)
+            record[f"{role}_kernel"] = _var(getattr(dense, "kernel", None), registry)
+            record[f"{role}_bias"] = _var(getattr(dense, "bias", None), registry)
+    return record
+
+
+def _var(variable, registry: Registry):
+    if variable is None:
+        return None
+    return {"id": registry.variable(variable), "value": to_numpy(variable)}
+
+
+def _plain_axis(axis):
+    if isinstance(axis, (list, tuple)):
+        return [int(a) for a in axis]
+    return int(axis)

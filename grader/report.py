@@ -1,0 +1,131 @@
+"""Renders a Verdict as Rich renderables. Pure: verdict in, renderable out.
+
+Only this module imports Rich for grading output; the CLI prints what it returns.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .verdict import TOPICS, Verdict
+
+STATUS_STYLE = {
+    "passed": ("✓", "green"),
+    "failed": ("✗", "red"),
+    "error": ("!", "magenta"),
+    "timeout": ("⏱", "yellow"),
+    "skipped": ("–", "dim"),
+}
+
+TOPIC_TITLES = {
+    "api": "API — the class and its signature",
+    "weights": "Weights — which variables exist",
+    "gradients": "Gradients — what learns",
+    "config": "Config — rebuilding and saving",
+    "mask": "Mask — padding stays invisible",
+    "forward": "Forward pass — what is computed",
+}
+
+
+def render(verdict: Verdict) -> RenderableType:
+    parts: list[RenderableType] = [header(verdict)]
+    if verdict.status == "error":
+        parts.append(
+            Panel(
+                Text(verdict.error or "The submission could not be graded.", style="bold"),
+                title="Could not grade this submission",
+                title_align="left",
+                border_style="magenta",
+            )
+        )
+    else:
+        for topic in TOPICS:
+            checks = [c for c in verdict.checks if c.topic == topic]
+            if checks:
+                parts.append(topic_table(topic, checks))
+    parts.append(summary(verdict))
+    return Group(*parts)
+
+
+def header(verdict: Verdict) -> RenderableType:
+    ctx = verdict.context
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("Exercise", f"{verdict.exercise} — {ctx.get('title', '')}".rstrip(" —"))
+    grid.add_row("Submission", verdict.submission)
+    settings = f"seed {ctx.get('seed')}, time limit {ctx.get('timeout')} s, memory limit {ctx.get('memory_mb')} MiB"
+    grid.add_row("Settings", settings)
+    versions = ", ".join(
+        f"{name} {ctx[key]}" for name, key in (("Python", "python"), ("TensorFlow", "tensorflow"), ("Keras", "keras"))
+        if ctx.get(key)
+    )
+    if versions:
+        grid.add_row("Versions", versions)
+    return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
+
+
+def topic_table(topic: str, checks) -> RenderableType:
+    table = Table(
+        title=TOPIC_TITLES.get(topic, topic),
+        title_justify="left",
+        title_style="bold",
+        show_header=False,
+        expand=True,
+        box=None,
+        padding=(0, 1),
+    )
+    table.add_column("status", width=2, no_wrap=True)
+    table.add_column("check", ratio=1)
+    table.add_column("points", justify="right", no_wrap=True)
+    for c in checks:
+        symbol, style = STATUS_STYLE.get(c.status, ("?", "white"))
+        title = Text(c.title)
+        title.append(f"  {c.id}", style="dim")
+        table.add_row(Text(symbol, style=style), title, Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
+        if c.status != "passed" and c.message:
+            table.add_row("", message_text(c.message, style), "")
+    return table
+
+
+def message_text(message: str, style: str) -> Text:
+    text = Text()
+    for index, line in enumerate(message.splitlines()):
+        if index:
+            text.append("\n")
+        for label in ("Observed:", "Expected:", "Why it matters:"):
+            if line.startswith(label):
+                text.append(label, style=f"bold {style}" if label == "Observed:" else "bold")
+                text.append(line[len(label):])
+                break
+        else:
+            text.append(line)
+    return text
+
+
+def summary(verdict: Verdict) -> RenderableType:
+    counts = {}
+    for c in verdict.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    line = Text()
+    style = {"passed": "bold green", "failed": "bold red"}.get(verdict.status, "bold magenta")
+    line.append(f"Score {_num(verdict.score)}/{_num(verdict.max_score)}", style=style)
+    for status in ("passed", "failed", "error", "timeout", "skipped"):
+        if counts.get(status):
+            line.append(f"  ·  {counts[status]} {status}", style=STATUS_STYLE[status][1])
+    if verdict.status == "passed":
+        advice = "Every check passed. Well done."
+    elif verdict.status == "error":
+        advice = "Fix the problem above, save, and run the grader again."
+    else:
+        unfinished = [c for c in verdict.checks if c.status != "passed"]
+        first = next((c for c in unfinished if c.status != "skipped"), unfinished[0])
+        advice = f"Start with “{first.title}” ({first.id}), save, and run the grader again."
+    return Panel(Group(line, Text(advice)), border_style=style.split()[-1])
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"

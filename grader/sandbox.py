@@ -1,0 +1,211 @@
+"""Runs a submission in a child process with a wall-clock and a memory limit.
+
+The child gets a scratch copy of the submission, its job on stdin and a
+private pipe for evidence. Its stdout and stderr are captured and capped; its
+exit code is recorded but never trusted. The whole process group is killed at
+the time limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+MAX_OUTPUT_CHARS = 8000
+
+CHILD_ENV = {
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+}
+_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TMPDIR")
+
+
+@dataclass
+class ChildRun:
+    """What the parent saw of one child: phase records and how it ended."""
+
+    phases: dict[str, dict] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    finished: bool = False
+    timed_out: bool = False
+    memory_exceeded: bool = False
+    returncode: int | None = None
+    signal_name: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+    protocol_error: str | None = None
+
+    @property
+    def unfinished_phase(self) -> str | None:
+        """The phase the child was in when it stopped, if it stopped early."""
+        for name in reversed(self.started):
+            if name not in self.phases:
+                return name
+        return None
+
+
+class Child:
+    """A running child: started at once, waited for when its evidence is needed."""
+
+    def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int):
+        self._scratch = tempfile.mkdtemp(prefix="grade-scratch-")
+        self._private = tempfile.mkdtemp(prefix="grade-private-")
+        self._timeout = timeout
+        self._result: ChildRun | None = None
+        try:
+            submission = Path(self._scratch) / "submission.py"
+            submission.write_text(submission_source, encoding="utf-8")
+            self._start(dict(job, submission=str(submission)), memory_mb)
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def _start(self, job: dict, memory_mb: int) -> None:
+        read_fd, write_fd = os.pipe()
+        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+        env.update(CHILD_ENV)
+        env["TMPDIR"] = self._scratch
+        limit = int(memory_mb) * 1024 * 1024
+
+        def limits():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        self._out_path = Path(self._private) / "stdout"
+        self._err_path = Path(self._private) / "stderr"
+        self._started = time.perf_counter()
+        try:
+            with open(self._out_path, "wb") as out, open(self._err_path, "wb") as err:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", "-m", "grader.child", str(write_fd)],
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    cwd=self._scratch,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    start_new_session=True,
+                    preexec_fn=limits,
+                )
+        finally:
+            os.close(write_fd)
+        self._chunks: list[bytes] = []
+        self._reader = threading.Thread(target=_read_capped, args=(read_fd, self._chunks), daemon=True)
+        self._reader.start()
+        try:
+            self._proc.stdin.write(json.dumps(job).encode("utf-8"))
+            self._proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def wait(self) -> ChildRun:
+        """Wait for the child (killing it at the time limit) and return what it sent."""
+        if self._result is not None:
+            return self._result
+        run = ChildRun()
+        try:
+            remaining = self._timeout - (time.perf_counter() - self._started)
+            self._proc.wait(timeout=max(remaining, 0.0))
+        except subprocess.TimeoutExpired:
+            run.timed_out = True
+        _kill_group(self._proc)
+        self._proc.wait()
+        self._reader.join(timeout=5)
+        run.seconds = time.perf_counter() - self._started
+        run.returncode = self._proc.returncode
+        if run.returncode is not None and run.returncode < 0:
+            run.signal_name = signal.Signals(-run.returncode).name
+        run.stdout = _read_text(self._out_path)
+        run.stderr = _read_text(self._err_path)
+        run.memory_exceeded = _looks_out_of_memory(run.stderr)
+        _parse(b"".join(self._chunks), run)
+        self._cleanup()
+        self._result = run
+        return run
+
+    def _cleanup(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(self._private, ignore_errors=True)
+
+
+def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int) -> ChildRun:
+    """Run ``grader.child`` on ``submission_source`` (the text of the student's code)."""
+    return Child(job, submission_source, timeout, memory_mb).wait()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_capped(fd: int, chunks: list[bytes]) -> None:
+    total = 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            block = pipe.read(1 << 16)
+            if not block:
+                return
+            total += len(block)
+            if total <= MAX_EVIDENCE_BYTES:
+                chunks.append(block)
+
+
+def _read_text(path: Path) -> str:
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_OUTPUT_CHARS * 4 + 1)
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > MAX_OUTPUT_CHARS:
+        text = text[:MAX_OUTPUT_CHARS] + "\n[... output cut ...]"
+    return text
+
+
+def _looks_out_of_memory(stderr: str) -> bool:
+    markers = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OOM when allocating")
+    return any(marker in stderr for marker in markers)
+
+
+def _parse(data: bytes, run: ChildRun) -> None:
+    """Phase records, strictly: a record that does not parse, or a phase reported
+    twice, makes the whole stream untrusted."""
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            run.protocol_error = "the grading process sent data that is not valid evidence"
+            return
+        if not isinstance(record, dict):
+            run.protocol_error = "the grading process sent data that is not valid evidence"
+            return
+        event = record.get("event")
+        if event == "start" and isinstance(record.get("phase"), str):
+            run.started.append(record["phase"])
+        elif event == "end" and isinstance(record.get("phase"), str):
+            if record["phase"] in run.phases:
+                run.protocol_error = f"phase {record['phase']!r} was reported twice"
+                return
+            run.phases[record["phase"]] = record
+        elif event == "done":
+            run.finished = True
+        else:
+            run.protocol_error = "the grading process sent an unknown record"
+            return

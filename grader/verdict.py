@@ -1,0 +1,68 @@
+"""The verdict: the plain result of grading one submission, and its JSON form.
+
+This is the grading contract that tools rely on (see the README): field names,
+statuses, topics and exit codes here are stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+TOPICS = ("api", "weights", "gradients", "config", "mask", "forward")
+CHECK_STATUSES = ("passed", "failed", "error", "timeout", "skipped")
+
+EXIT_PASSED = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    title: str
+    topic: str
+    status: str
+    points: float
+    max_points: float
+    message: str
+
+
+@dataclass
+class Verdict:
+    exercise: str
+    submission: str
+    status: str
+    score: float
+    max_score: float
+    error: str | None
+    checks: list[CheckResult] = field(default_factory=list)
+    # Shown in the report header; not part of the JSON contract.
+    context: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"passed": EXIT_PASSED, "failed": EXIT_FAILED}.get(self.status, EXIT_ERROR)
+
+    def to_json(self) -> dict:
+        return {
+            "exercise": self.exercise,
+            "submission": self.submission,
+            "status": self.status,
+            "score": self.score,
+            "max_score": self.max_score,
+            "error": self.error,
+            "checks": [asdict(check) for check in self.checks],
+        }
+
+
+def summarise(exercise: str, submission: str, checks: list[CheckResult], context: dict) -> Verdict:
+    """A verdict from check results: passed only when every check passed."""
+    score = round(sum(c.points for c in checks), 6)
+    max_score = round(sum(c.max_points for c in checks), 6)
+    status = "passed" if checks and all(c.status == "passed" for c in checks) else "failed"
+    return Verdict(exercise, submission, status, score, max_score, None, list(checks), context)
+
+
+def error_verdict(exercise: str, submission: str, message: str, max_score: float, context: dict) -> Verdict:
+    """A submission that could not be graded at all (exit code 2)."""
+    return Verdict(exercise, submission, "error", 0.0, max_score, message, [], context)
