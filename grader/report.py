@@ -32,6 +32,7 @@ TOPIC_TITLES = {
 
 def render(verdict: Verdict) -> RenderableType:
     parts: list[RenderableType] = [header(verdict)]
+    shown_messages: set[str] = set()
     if verdict.status == "error":
         parts.append(
             Panel(
@@ -45,7 +46,7 @@ def render(verdict: Verdict) -> RenderableType:
         for topic in TOPICS:
             checks = [c for c in verdict.checks if c.topic == topic]
             if checks:
-                parts.append(topic_table(topic, checks))
+                parts.append(topic_table(topic, checks, shown_messages))
     parts.append(summary(verdict))
     return Group(*parts)
 
@@ -68,7 +69,8 @@ def header(verdict: Verdict) -> RenderableType:
     return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
 
 
-def topic_table(topic: str, checks) -> RenderableType:
+def topic_table(topic: str, checks, shown_messages: set[str]) -> RenderableType:
+    """One topic's checks; a skip reason already shown above is not repeated."""
     table = Table(
         title=TOPIC_TITLES.get(topic, topic),
         title_justify="left",
@@ -86,7 +88,13 @@ def topic_table(topic: str, checks) -> RenderableType:
         title = Text(c.title)
         title.append(f"  {c.id}", style="dim")
         table.add_row(Text(symbol, style=style), title, Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
-        if c.status != "passed" and c.message:
+        if c.status == "passed" or not c.message:
+            continue
+        if c.status == "skipped":
+            if c.message not in shown_messages:
+                table.add_row("", Text(c.message, style="dim"), "")
+            shown_messages.add(c.message)
+        else:
             table.add_row("", message_text(c.message, style), "")
     return table
 

@@ -101,7 +101,8 @@ def _describe_calls(structure: Structure) -> str:
 @check("api.is_layer", "TransformerEncoder is a Keras layer", "api")
 def check_is_layer(evidence):
     load = evidence.phase("load")
-    if not load["is_layer_subclass"]:
+    construct = evidence.phase("construct", "api.is_layer")
+    if not (load["is_layer_subclass"] and construct["is_layer"]):
         bases = ", ".join(load.get("bases") or []) or "nothing"
         fail(
             f"TransformerEncoder derives from {bases}.",
@@ -113,7 +114,7 @@ def check_is_layer(evidence):
 
 @check("api.constructor", "Takes embed_dim, dense_dim and num_heads", "api")
 def check_constructor(evidence):
-    construct = evidence.phase("construct", "api.constructor")
+    construct = evidence.phase("construct", "api.is_layer")
     if construct["positional_error"]:
         from .evidence import format_student_error
 
@@ -123,12 +124,6 @@ def check_constructor(evidence):
             ),
             "TransformerEncoder(embed_dim, dense_dim, num_heads) in that order, also by keyword.",
             "Code that uses your layer (and the book) passes the three sizes positionally.",
-        )
-    if not construct["is_layer"]:
-        fail(
-            "the constructed object is not a keras.layers.Layer instance.",
-            "an instance of a keras.layers.Layer subclass.",
-            "Keras only tracks weights and masks of layers.",
         )
 
 
