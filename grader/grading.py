@@ -30,41 +30,77 @@ class Settings:
     memory_mb: int = DEFAULT_MEMORY_MB
 
 
-def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:
-    exercise = exercises.get(exercise_id)
-    path = Path(submission).resolve()
-    max_score = max_points(exercise_id)
-    context = {
-        "title": exercise.title,
-        "seed": settings.seed,
-        "timeout": settings.timeout,
-        "memory_mb": settings.memory_mb,
-        "python": platform.python_version(),
-    }
-    try:
-        source = read_source(path)
-    except SubmissionError as exc:
-        return error_verdict(exercise.id, str(path), str(exc), max_score, context)
-    job = dict(exercise.job(settings.seed), exercise=exercise.id, class_name=exercise.class_name, seed=settings.seed)
-    child = Child(job, source, settings.timeout, settings.memory_mb)
-    # pytest starts up and collects the checks while the child imports TensorFlow;
-    # the first check to need evidence waits for the child.
-    from .checks.evidence import Evidence
-    from .checks.plugin import run_checks
+class Grading:
+    """One submission being graded: its child starts at construction, the
+    verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
+    keeps several children running at once."""
 
-    evidence = Evidence(child, exercises.PREREQUISITES[exercise.id], job)
-    try:
-        checks = run_checks(exercise.checks, evidence)
-    finally:
-        run = child.wait()
-    context["seconds"] = round(run.seconds, 2)
-    runtime = run.phases.get("runtime")
-    if runtime and runtime.get("ok"):
-        context.update({k: runtime["data"].get(k) for k in ("tensorflow", "keras")})
-    problem = _ungradable(run, exercise)
-    if problem:
-        return error_verdict(exercise.id, str(path), problem, max_score, context)
-    return summarise(exercise.id, str(path), checks, context)
+    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings()):
+        self.exercise = exercises.get(exercise_id)
+        self.path = Path(submission).resolve()
+        self.settings = settings
+        self.context = {
+            "title": self.exercise.title,
+            "seed": settings.seed,
+            "timeout": settings.timeout,
+            "memory_mb": settings.memory_mb,
+            "python": platform.python_version(),
+        }
+        self.child: Child | None = None
+        self.early_error: str | None = None
+        try:
+            source = read_source(self.path)
+        except SubmissionError as exc:
+            self.early_error = str(exc)
+            return
+        self.job = dict(
+            self.exercise.job(settings.seed),
+            exercise=self.exercise.id,
+            class_name=self.exercise.class_name,
+            seed=settings.seed,
+        )
+        self.child = Child(self.job, source, settings.timeout, settings.memory_mb)
+
+    def finish(self) -> Verdict:
+        exercise, path = self.exercise, str(self.path)
+        max_score = max_points(exercise.id)
+        if self.child is None:
+            return error_verdict(exercise.id, path, self.early_error, max_score, self.context)
+        # pytest starts up and collects the checks while the child imports TensorFlow;
+        # the first check to need evidence waits for the child.
+        from .checks.evidence import Evidence
+        from .checks.plugin import run_checks
+
+        evidence = Evidence(self.child, exercises.PREREQUISITES[exercise.id], self.job)
+        try:
+            checks = run_checks(exercise.checks, evidence)
+        finally:
+            run = self.child.wait()
+        self.context["seconds"] = round(run.seconds, 2)
+        runtime = run.phases.get("runtime")
+        if runtime and runtime.get("ok"):
+            self.context.update({k: runtime["data"].get(k) for k in ("tensorflow", "keras")})
+        problem = _ungradable(run, exercise)
+        if problem:
+            return error_verdict(exercise.id, path, problem, max_score, self.context)
+        return summarise(exercise.id, path, checks, self.context)
+
+
+def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:
+    """Grade one submission of one exercise."""
+    return Grading(exercise_id, submission, settings).finish()
+
+
+def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2):
+    """Yield (submission, verdict) in order, with up to ``jobs`` children running at once.
+    Checks run one submission at a time in this process."""
+    pending: list[Grading] = []
+    queue = list(submissions)
+    while queue or pending:
+        while queue and len(pending) < max(1, jobs):
+            pending.append(Grading(exercise_id, queue.pop(0), settings))
+        grading = pending.pop(0)
+        yield grading.path, grading.finish()
 
 
 def _ungradable(run: ChildRun, exercise) -> str | None:

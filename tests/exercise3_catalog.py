@@ -1,0 +1,340 @@
+"""Student mistakes and correct variants of exercise 3, written as edits of the solution.
+
+Each mistake names the checks that must fail (and so the topic they must fail
+on) and a phrase the first of them must say. Each variant must pass every
+check. An edit whose text is not found exactly once in the solution is an
+error, so the catalog cannot silently drift from the solution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader import exercises
+
+SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+
+INIT_BODY = """        super().__init__(**kwargs)
+        self.embed_dim = embed_dim
+        self.dense_dim = dense_dim
+        self.num_heads = num_heads
+        self.attention = layers.MultiHeadAttention(
+            num_heads=num_heads, key_dim=embed_dim
+        )
+        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )
+        self.layernorm_1 = layers.LayerNormalization()
+        self.layernorm_2 = layers.LayerNormalization()
+        self.supports_masking = True
+"""
+
+CALL_BODY = """        if mask is not None:
+            mask = keras.ops.expand_dims(mask, axis=1)
+        attention_output = self.attention(inputs, inputs, attention_mask=mask)
+        proj_input = self.layernorm_1(inputs + attention_output)
+        proj_output = self.dense_proj(proj_input)
+        return self.layernorm_2(proj_input + proj_output)
+"""
+
+
+def edit(*replacements: tuple[str, str], prefix: str = "") -> str:
+    text = SOLUTION
+    for old, new in replacements:
+        count = text.count(old)
+        if count != 1:
+            raise ValueError(f"edit target found {count} times in the solution: {old!r}")
+        text = text.replace(old, new)
+    if prefix:
+        text = text.replace("import keras\n", prefix + "import keras\n", 1)
+    return text
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str
+    source: str
+    failing: tuple[str, ...]  # check ids that must fail; the first must mention `says`
+    says: str
+
+
+MISTAKES = [
+    Mistake(
+        "shared_norm",
+        edit(("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")),
+        ("weights.two_norms", "weights.norm_parameters", "gradients.norms_differ", "gradients.norms_diverge"),
+        "one LayerNormalization instance was called 2 times",
+    ),
+    Mistake(
+        "reused_norm",
+        edit(("return self.layernorm_2(proj_input", "return self.layernorm_1(proj_input")),
+        ("weights.two_norms", "gradients.norms_differ"),
+        "one LayerNormalization instance was called 2 times",
+    ),
+    Mistake(
+        "tied_norm_variables",
+        edit(
+            ("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = TiedNorm(self.layernorm_1)"),
+            prefix='''
+import keras as _keras
+
+
+class TiedNorm(_keras.layers.LayerNormalization):
+    """A second norm that reuses the first one's gamma and beta."""
+
+    def __init__(self, source, **kwargs):
+        super().__init__(**kwargs)
+        self.source = source
+
+    def build(self, input_shape):
+        if not self.source.built:
+            self.source.build(input_shape)
+        self.axis = [len(input_shape) - 1]
+        self.gamma = self.source.gamma
+        self.beta = self.source.beta
+        self.built = True
+
+
+''',
+        ),
+        ("weights.norm_parameters", "gradients.norms_differ"),
+        "is the same variable as norm 1's",
+    ),
+    Mistake(
+        "frozen_norms",
+        edit(
+            ("        self.supports_masking = True\n",
+             "        self.supports_masking = True\n        self.layernorm_1.trainable = False\n"
+             "        self.layernorm_2.trainable = False\n"),
+        ),
+        ("weights.norm_parameters", "gradients.norms_differ", "gradients.norms_diverge"),
+        "is not trainable",
+    ),
+    Mistake(
+        "wrong_mask_axis",
+        edit(("keras.ops.expand_dims(mask, axis=1)", "keras.ops.expand_dims(mask, axis=2)")),
+        ("mask.masks_keys", "mask.padding_invariance"),
+        "wrong axis",
+    ),
+    Mistake(
+        "ignored_mask",
+        edit(("self.attention(inputs, inputs, attention_mask=mask)", "self.attention(inputs, inputs)")),
+        ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
+        "received no mask",
+    ),
+    Mistake(
+        "inverted_mask",
+        edit(("mask = keras.ops.expand_dims(mask, axis=1)",
+              "mask = keras.ops.logical_not(keras.ops.expand_dims(mask, axis=1))")),
+        ("mask.masks_keys", "mask.padding_invariance"),
+        "inverted",
+    ),
+    Mistake(
+        "unexpanded_mask",
+        edit(("mask = keras.ops.expand_dims(mask, axis=1)", "mask = mask")),
+        ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
+        "the padding mask unexpanded",
+    ),
+    Mistake(
+        "no_attention_residual",
+        edit(("self.layernorm_1(inputs + attention_output)", "self.layernorm_1(attention_output)")),
+        ("forward.post_norm",),
+        "normalised without adding the inputs",
+    ),
+    Mistake(
+        "no_ffn_residual",
+        edit(("self.layernorm_2(proj_input + proj_output)", "self.layernorm_2(proj_output)")),
+        ("forward.post_norm",),
+        "normalised without adding its input",
+    ),
+    Mistake(
+        "no_residuals",
+        edit(
+            ("self.layernorm_1(inputs + attention_output)", "self.layernorm_1(attention_output)"),
+            ("self.layernorm_2(proj_input + proj_output)", "self.layernorm_2(proj_output)"),
+        ),
+        ("forward.post_norm",),
+        "no residual connections",
+    ),
+    Mistake(
+        "pre_norm",
+        edit((CALL_BODY, """        if mask is not None:
+            mask = keras.ops.expand_dims(mask, axis=1)
+        normed = self.layernorm_1(inputs)
+        hidden = inputs + self.attention(normed, normed, attention_mask=mask)
+        return hidden + self.dense_proj(self.layernorm_2(hidden))
+""")),
+        ("forward.call_order", "forward.post_norm"),
+        "pre-norm",
+    ),
+    Mistake(
+        "no_relu",
+        edit(('layers.Dense(dense_dim, activation="relu")', "layers.Dense(dense_dim)")),
+        ("forward.post_norm",),
+        "no relu",
+    ),
+    Mistake(
+        "missing_config_keys",
+        edit(('                "dense_dim": self.dense_dim,\n', "")),
+        ("config.own_keys", "config.from_config", "config.keras_file"),
+        "dense_dim is missing",
+    ),
+    Mistake(
+        "config_without_super",
+        edit(("config = super().get_config()", "config = {}")),
+        ("config.base_keys",),
+        "get_config() lacks name, trainable, dtype",
+    ),
+    Mistake(
+        "kwargs_not_forwarded",
+        edit(("super().__init__(**kwargs)", "super().__init__()")),
+        ("config.base_keys", "config.from_config"),
+        "name='encoder_under_test' reports name=",
+    ),
+    Mistake(
+        "wrong_key_dim",
+        edit(("num_heads=num_heads, key_dim=embed_dim", "num_heads=num_heads, key_dim=embed_dim // num_heads")),
+        ("weights.trainable_list",),
+        "key_dim=4",
+    ),
+    Mistake(
+        "wrong_ffn_width",
+        edit(('layers.Dense(dense_dim, activation="relu")', 'layers.Dense(embed_dim, activation="relu")')),
+        ("weights.trainable_list",),
+        "feed-forward Dense widths are [8, 8]",
+    ),
+    Mistake(
+        "wrong_output_width",
+        edit(("                layers.Dense(embed_dim),\n", "                layers.Dense(dense_dim),\n")),
+        ("api.output_shape",),
+        "raised",
+    ),
+    Mistake(
+        "not_a_layer",
+        edit(("class TransformerEncoder(layers.Layer):", "class TransformerEncoder:")),
+        ("api.is_layer",),
+        "derives from",
+    ),
+    Mistake(
+        "gradient_cut_by_numpy",
+        edit(("proj_output = self.dense_proj(proj_input)",
+              "proj_output = keras.ops.convert_to_tensor(np.asarray(self.dense_proj(proj_input)))"),
+             prefix="import numpy as np\n"),
+        ("gradients.all_variables",),
+        "no gradient for",
+    ),
+]
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    source: str
+
+
+VARIANTS = [
+    Variant(
+        "book_code_with_tf_newaxis",
+        edit(
+            ("mask = keras.ops.expand_dims(mask, axis=1)", "mask = mask[:, tf.newaxis, :]"),
+            prefix="import tensorflow as tf\n",
+        ),
+    ),
+    Variant(
+        "other_attribute_names",
+        edit(
+            (INIT_BODY, INIT_BODY.replace("self.attention", "self.mha").replace("self.dense_proj", "self.ffn")
+             .replace("self.layernorm_1", "self.after_attention").replace("self.layernorm_2", "self.after_ffn")),
+            (CALL_BODY, CALL_BODY.replace("self.attention", "self.mha").replace("self.dense_proj", "self.ffn")
+             .replace("self.layernorm_1", "self.after_attention").replace("self.layernorm_2", "self.after_ffn")),
+        ),
+    ),
+    Variant(
+        "full_batch_queries_keys_mask",
+        edit(("mask = keras.ops.expand_dims(mask, axis=1)",
+              "mask = keras.ops.logical_and(mask[:, None, :], mask[:, :, None])")),
+    ),
+    Variant(
+        "repeated_mask_and_keras_ops_add",
+        edit(
+            ("mask = keras.ops.expand_dims(mask, axis=1)",
+             "mask = keras.ops.repeat(keras.ops.expand_dims(mask, axis=1), keras.ops.shape(inputs)[1], axis=1)"),
+            ("self.layernorm_1(inputs + attention_output)", "self.layernorm_1(keras.ops.add(inputs, attention_output))"),
+        ),
+    ),
+    Variant(
+        "value_mask_instead_of_attention_mask",
+        edit(
+            ("""        if mask is not None:
+            mask = keras.ops.expand_dims(mask, axis=1)
+        attention_output = self.attention(inputs, inputs, attention_mask=mask)""",
+             """        attention_output = self.attention(inputs, inputs, value_mask=mask)"""),
+        ),
+    ),
+    Variant(
+        "add_layers_and_separate_dense",
+        edit(
+            (INIT_BODY, INIT_BODY.replace("""        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )
+""", """        self.hidden = layers.Dense(dense_dim)
+        self.relu = layers.Activation("relu")
+        self.project = layers.Dense(embed_dim)
+        self.add_1 = layers.Add()
+        self.add_2 = layers.Add()
+""")),
+            (CALL_BODY, """        if mask is not None:
+            mask = keras.ops.expand_dims(mask, axis=1)
+        attention_output = self.attention(inputs, inputs, attention_mask=mask)
+        proj_input = self.layernorm_1(self.add_1([inputs, attention_output]))
+        proj_output = self.project(self.relu(self.hidden(proj_input)))
+        return self.layernorm_2(self.add_2([proj_input, proj_output]))
+"""),
+        ),
+    ),
+    Variant(
+        "sublayers_built_in_build",
+        edit(
+            (INIT_BODY, """        super().__init__(**kwargs)
+        self.embed_dim = embed_dim
+        self.dense_dim = dense_dim
+        self.num_heads = num_heads
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.attention = layers.MultiHeadAttention(
+            num_heads=self.num_heads, key_dim=self.embed_dim
+        )
+        self.attention.build(input_shape, input_shape)
+        self.hidden = layers.Dense(self.dense_dim, activation="relu")
+        self.hidden.build(input_shape)
+        self.project = layers.Dense(self.embed_dim)
+        self.project.build(tuple(input_shape[:-1]) + (self.dense_dim,))
+        self.layernorm_1 = layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm_1.build(input_shape)
+        self.layernorm_2 = layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm_2.build(input_shape)
+"""),
+            ("proj_output = self.dense_proj(proj_input)", "proj_output = self.project(self.hidden(proj_input))"),
+        ),
+    ),
+    Variant(
+        "dropout_everywhere",
+        edit(
+            ("num_heads=num_heads, key_dim=embed_dim", "num_heads=num_heads, key_dim=embed_dim, dropout=0.1"),
+            ("        self.supports_masking = True\n",
+             "        self.supports_masking = True\n        self.dropout_1 = layers.Dropout(0.1)\n"
+             "        self.dropout_2 = layers.Dropout(0.1)\n"),
+            ("def call(self, inputs, mask=None):", "def call(self, inputs, mask=None, training=None):"),
+            ("self.attention(inputs, inputs, attention_mask=mask)",
+             "self.dropout_1(self.attention(inputs, inputs, attention_mask=mask, training=training), training=training)"),
+            ("proj_output = self.dense_proj(proj_input)",
+             "proj_output = self.dropout_2(self.dense_proj(proj_input), training=training)"),
+        ),
+    ),
+]
