@@ -49,3 +49,14 @@ def test_correct_variant_passes(exercise3_verdicts, variant):
     failing = {c.id: c.message for c in verdict.checks if c.status != "passed"}
     assert failing == {}, verdict.error
     assert verdict.status == "passed"
+
+
+def test_same_submission_same_verdict(exercise3_verdicts, tmp_path):
+    from .conftest import grade_sources
+    from .exercise3_catalog import MISTAKES
+
+    mistake = MISTAKES[0]
+    again = grade_sources("exercise3", {"again": mistake.source}, tmp_path)["again"]
+    first = exercise3_verdicts[f"mistake_{mistake.name}"]
+    assert [c for c in again.checks] == [c for c in first.checks]
+    assert again.score == first.score

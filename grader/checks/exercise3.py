@@ -495,7 +495,11 @@ def check_attention_mask_shape(evidence, job):
     batch, seq = np.asarray(job["mask"]).shape
     if event is None:
         evidence.phase("mask", "mask.attention_mask_shape")
-        fail("MultiHeadAttention was not called when a mask was given.", "one call.", "")
+        fail(
+            "MultiHeadAttention was not called when a mask was given.",
+            "one MultiHeadAttention call that receives the attention mask.",
+            "The mask only works where attention is computed.",
+        )
     if _no_mask_reached(event):
         fail(
             IGNORED_MASK,
@@ -526,7 +530,6 @@ def check_attention_mask_shape(evidence, job):
             f"({batch}, 1, {seq}).",
             "MultiHeadAttention combines the mask with scores of shape (batch, heads, queries, keys).",
         )
-    evidence.phase("mask", "mask.attention_mask_shape")
 
 
 @check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
@@ -535,11 +538,19 @@ def check_masks_keys(evidence, job):
     padding = np.asarray(job["mask"], dtype=bool)
     batch, seq = padding.shape
     if event is None or _no_mask_reached(event):
-        fail(IGNORED_MASK, "padded keys masked out for every real query.", "Padding would change results.")
+        fail(
+            IGNORED_MASK,
+            "padded keys masked out for every real query.",
+            "Attention to padding lets the amount of padding in a batch change how real tokens are encoded.",
+        )
     effective = event.get("effective_mask")
     if effective is None:
         evidence.phase("mask", "mask.masks_keys")
-        fail("no attention mask reached the attention scores.", "padded keys masked.", "")
+        fail(
+            "no attention mask reached the attention scores.",
+            "padded keys masked out for every real query.",
+            "Attention to padding lets the amount of padding in a batch change how real tokens are encoded.",
+        )
     try:
         full = np.broadcast_to(effective.astype(bool), (batch, seq, seq))
     except ValueError:
@@ -580,11 +591,15 @@ def check_masks_keys(evidence, job):
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
 def check_padding_invariance(evidence, job):
-    data = evidence.phase("mask", "mask.attention_mask_shape")
+    data = evidence.phase("mask", "mask.padding_invariance")
     padding = np.asarray(job["mask"], dtype=bool)
     a, b = data["output"], data["output_perturbed"]
     if isinstance(a, dict) or isinstance(b, dict):
-        fail("call with a mask did not return a tensor.", "a tensor.", "")
+        fail(
+            "call(inputs, mask=...) did not return a tensor.",
+            "one tensor of shape (batch, seq, embed_dim).",
+            "A layer must return the same kind of output with and without a mask.",
+        )
     change = np.abs(a - b)[padding]
     if change.max() > 1e-5:
         fail(
@@ -661,7 +676,11 @@ def check_post_norm(structure, forward, job):
     x = np.asarray(job["inputs"], dtype=np.float64)
     output = forward["output"]
     if isinstance(output, dict):
-        fail("call did not return a tensor.", "a tensor.", "")
+        fail(
+            "call did not return a tensor.",
+            "one tensor of shape (batch, seq, embed_dim).",
+            "The forward pass can only be compared on a tensor.",
+        )
     variants = encoder_variants(x, parts)
     if np.allclose(output, variants["post_norm"], atol=ATOL, rtol=RTOL):
         return

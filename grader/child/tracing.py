@@ -13,6 +13,7 @@ import inspect
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 _Layer = keras.layers.Layer
 _MHA = keras.layers.MultiHeadAttention
@@ -76,7 +77,8 @@ class CallTracer:
         tracer = self
 
         def traced_call(layer, *args, **kwargs):
-            if not tracer._stack and layer is not tracer.root:
+            if (not tracer._stack and layer is not tracer.root) or not tf.executing_eagerly():
+                # symbolic calls (Keras building a layer by tracing it) are not the computation
                 return tracer._original_call(layer, *args, **kwargs)
             return tracer._record(layer, args, kwargs)
 

@@ -1,0 +1,123 @@
+"""Submissions that cannot be graded get status "error" with a clear message; none ever passes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from grader import exercises
+from grader.grading import Settings, grade
+
+from .conftest import grade_sources
+
+SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
+
+BROKEN = {
+    "syntax_error": "import keras\n\nclass TransformerEncoder(keras.layers.Layer):\n    def call(self, x:\n        return x\n",
+    "empty_file": "",
+    "other_class_name": SOLUTION.replace("class TransformerEncoder(", "class Encoder("),
+    "missing_module": "import tensorflow_transformers_helper\n" + SOLUTION,
+    "raises_at_import": SOLUTION + "\nraise RuntimeError('training data not found')\n",
+    "exits_at_import_after_forging": (
+        STUB + "\nimport os\nprint('{\"status\": \"passed\", \"score\": 23}')\nprint('23 passed, 0 failed')\nos._exit(0)\n"
+    ),
+}
+EXPECTED = {
+    "syntax_error": "SyntaxError at line 4",
+    "empty_file": "has no TransformerEncoder",
+    "other_class_name": "it defines Encoder",
+    "missing_module": "ModuleNotFoundError",
+    "raises_at_import": "training data not found",
+    "exits_at_import_after_forging": "could not be imported",
+}
+
+
+@pytest.fixture(scope="module")
+def broken_verdicts(tmp_path_factory):
+    return grade_sources("exercise3", BROKEN, tmp_path_factory.mktemp("broken"))
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_submission_is_an_error(broken_verdicts, name):
+    verdict = broken_verdicts[name]
+    assert verdict.status == "error"
+    assert verdict.exit_code == 2
+    assert verdict.score == 0 and verdict.max_score > 0
+    assert EXPECTED[name] in verdict.error
+    assert "grader/" not in verdict.error  # no traceback from the grader's own code
+
+
+def test_raises_at_import_points_at_the_students_line(broken_verdicts):
+    assert "at line" in broken_verdicts["raises_at_import"].error
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("nul.py", b"import keras\x00\n", "NUL bytes"),
+        ("latin1.py", "# caf\xe9\nimport keras\n".encode("latin-1"), "not UTF-8"),
+        ("broken.ipynb", b'{"cells": [', "not a readable notebook"),
+        ("notes.txt", b"hello", ".py file or an .ipynb notebook"),
+    ],
+)
+def test_unreadable_files_are_errors_without_starting_a_child(tmp_path, name, data, says):
+    path = tmp_path / name
+    path.write_bytes(data)
+    started = time.perf_counter()
+    verdict = grade("exercise3", path)
+    assert verdict.status == "error" and says in verdict.error
+    assert time.perf_counter() - started < 2  # decided before any TensorFlow import
+
+
+def test_missing_file_is_an_error(tmp_path):
+    verdict = grade("exercise3", tmp_path / "nowhere.py")
+    assert verdict.status == "error" and "does not exist" in verdict.error
+
+
+def test_notebook_grades_like_the_python_file(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Exercise 3"),
+        nbformat.v4.new_code_cell("%matplotlib inline\n!pip list"),
+        nbformat.v4.new_code_cell(SOLUTION),
+    ]
+    path = tmp_path / "exercise3.ipynb"
+    nbformat.write(notebook, path)
+    py = tmp_path / "exercise3.py"
+    py.write_text(SOLUTION, encoding="utf-8")
+    a, b = grade("exercise3", path), grade("exercise3", py)
+    assert a.status == "passed"
+    assert [(c.id, c.status) for c in a.checks] == [(c.id, c.status) for c in b.checks]
+
+
+def test_sleep_at_import_hits_the_time_limit(tmp_path):
+    path = tmp_path / "sleepy.py"
+    path.write_text("import time\ntime.sleep(600)\n" + SOLUTION, encoding="utf-8")
+    started = time.perf_counter()
+    verdict = grade("exercise3", path, Settings(timeout=8))
+    assert time.perf_counter() - started < 40
+    assert verdict.status == "error" and verdict.exit_code == 2
+    assert "time limit" in verdict.error
+
+
+def test_endless_call_times_out_its_checks_and_keeps_the_rest(tmp_path):
+    source = SOLUTION.replace(
+        "        proj_output = self.dense_proj(proj_input)\n",
+        "        proj_output = self.dense_proj(proj_input)\n"
+        "        if mask is not None:\n            while True:\n                pass\n",
+    )
+    path = tmp_path / "endless.py"
+    path.write_text(source, encoding="utf-8")
+    verdict = grade("exercise3", path, Settings(timeout=12))
+    statuses = {c.id: c.status for c in verdict.checks}
+    assert verdict.status == "failed"
+    assert statuses["forward.post_norm"] == "passed"  # evidence gathered before the loop counts
+    assert statuses["mask.padding_invariance"] == "timeout"
+    assert statuses["config.from_config"] == "timeout"
+    assert verdict.score < verdict.max_score
+    assert json.dumps(verdict.to_json())

@@ -1,0 +1,102 @@
+"""The `grade` command keeps the grading contract: exit codes, JSON verdict, list, help."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import exercises
+from grader.verdict import CHECK_STATUSES, TOPICS
+
+EXERCISE = exercises.get("exercise3")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="100")
+
+
+def grade(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300
+    )
+
+
+def assert_contract(verdict: dict):
+    assert set(verdict) == {"exercise", "submission", "status", "score", "max_score", "error", "checks"}
+    assert verdict["status"] in ("passed", "failed", "error")
+    for check in verdict["checks"]:
+        assert set(check) == {"id", "title", "topic", "status", "points", "max_points", "message"}
+        assert check["topic"] in TOPICS and check["status"] in CHECK_STATUSES
+        assert 0 <= check["points"] <= check["max_points"]
+    assert verdict["score"] == pytest.approx(sum(c["points"] for c in verdict["checks"]))
+
+
+def test_json_verdict_of_the_solution(tmp_path):
+    result = grade("exercise3", "--submission", str(EXERCISE.solution), "--json")
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)  # stdout holds only the verdict
+    assert_contract(verdict)
+    assert verdict["status"] == "passed" and verdict["score"] == verdict["max_score"]
+    assert verdict["submission"] == str(EXERCISE.solution)
+    assert {c["topic"] for c in verdict["checks"]} == set(TOPICS)
+
+
+def test_working_copy_is_found_from_the_project_folder():
+    result = grade("exercise3", cwd=EXERCISE.stub.parent.parent)
+    assert result.returncode == 1
+    assert "exercises/exercise3.py" in result.stdout
+    assert "Score 0/" in result.stdout
+    assert "NotImplementedError" in result.stdout
+
+
+def test_syntax_error_exits_2_with_json_error(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("class TransformerEncoder(:\n", encoding="utf-8")
+    result = grade("exercise3", "--submission", str(bad), "--json")
+    assert result.returncode == 2
+    verdict = json.loads(result.stdout)
+    assert_contract(verdict)
+    assert verdict["status"] == "error" and "SyntaxError at line 1" in verdict["error"]
+
+
+def test_list_json_gives_absolute_paths():
+    result = grade("list", "--json")
+    assert result.returncode == 0
+    rows = json.loads(result.stdout)
+    assert [r["id"] for r in rows] == list(exercises.EXERCISES)
+    for row in rows:
+        assert set(row) == {"id", "title", "stub", "solution"}
+        assert Path(row["stub"]).is_absolute() and Path(row["solution"]).is_file()
+
+
+def test_list_table():
+    result = grade("list")
+    assert result.returncode == 0 and "exercise3" in result.stdout and "Transformer encoder" in result.stdout
+
+
+def test_help_explains_usage_and_exit_codes():
+    result = grade("--help")
+    assert result.returncode == 0
+    assert "--submission" in result.stdout and "exit codes" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["exercise9"], "unknown exercise 'exercise9'"),
+        (["exercise3", "--timeout", "0"], "--timeout must be at least"),
+        (["exercise3", "--memory", "lots"], "invalid int value"),
+    ],
+)
+def test_bad_arguments_are_explained(args, says):
+    result = grade(*args)
+    assert result.returncode == 2
+    assert says in result.stderr
+
+
+def test_bad_environment_setting_names_its_source():
+    env = dict(ENV, GRADE_TIMEOUT="soon")
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3"], capture_output=True, text=True, env=env)
+    assert result.returncode == 2 and "GRADE_TIMEOUT" in result.stderr
