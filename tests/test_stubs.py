@@ -43,3 +43,13 @@ def test_regions_are_replaced_at_their_indentation():
 def test_unbalanced_markers_are_reported(source, says):
     with pytest.raises(MarkerError, match=says):
         make_stub(source)
+
+
+def test_ci_runs_the_readme_test_command():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    command = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python -m pytest"
+    assert command in readme
+    assert command in (root / ".ci" / "run").read_text(encoding="utf-8")
