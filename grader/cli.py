@@ -131,12 +131,21 @@ def list_command(argv: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from .stubs import make_stub
+
     table = Table(title="Transformer exercises", title_justify="left")
-    for column in ("id", "title", "file to edit"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["id"], row["title"], row["stub"])
+    for column in ("id", "title", "state"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("file to edit", overflow="fold")
+    for exercise, row in zip(exercises.EXERCISES.values(), rows):
+        working = Path(row["stub"])
+        untouched = working.is_file() and working.read_text(encoding="utf-8") == make_stub(
+            exercise.solution.read_text(encoding="utf-8")
+        )
+        state = "not started" if untouched else "edited"
+        table.add_row(row["id"], row["title"], state, row["stub"])
     Console().print(table)
+    print(f"Grade one with: grade {next(iter(exercises.EXERCISES))}")
     return 0
 
 

@@ -58,7 +58,7 @@ def header(verdict: Verdict) -> RenderableType:
     grid.add_column()
     grid.add_row("Exercise", f"{verdict.exercise} — {ctx.get('title', '')}".rstrip(" —"))
     grid.add_row("Submission", verdict.submission)
-    settings = f"seed {ctx.get('seed')}, time limit {ctx.get('timeout')} s, memory limit {ctx.get('memory_mb')} MiB"
+    settings = f"seed {ctx.get('seed')}, time limit {ctx.get('timeout'):g} s, memory limit {ctx.get('memory_mb')} MiB"
     grid.add_row("Settings", settings)
     versions = ", ".join(
         f"{name} {ctx[key]}" for name, key in (("Python", "python"), ("TensorFlow", "tensorflow"), ("Keras", "keras"))

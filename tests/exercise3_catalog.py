@@ -213,6 +213,26 @@ class TiedNorm(_keras.layers.LayerNormalization):
         "raised",
     ),
     Mistake(
+        "call_without_mask_argument",
+        edit(
+            ("def call(self, inputs, mask=None):", "def call(self, inputs):"),
+            (CALL_BODY, """        attention_output = self.attention(inputs, inputs)
+        proj_input = self.layernorm_1(inputs + attention_output)
+        proj_output = self.dense_proj(proj_input)
+        return self.layernorm_2(proj_input + proj_output)
+"""),
+        ),
+        ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
+        "does not accept a mask argument",
+    ),
+    Mistake(
+        "returns_a_tuple",
+        edit(("return self.layernorm_2(proj_input + proj_output)",
+              "return self.layernorm_2(proj_input + proj_output), attention_output")),
+        ("api.output_shape", "forward.post_norm"),
+        "call returned a tuple",
+    ),
+    Mistake(
         "not_a_layer",
         edit(("class TransformerEncoder(layers.Layer):", "class TransformerEncoder:")),
         ("api.is_layer",),

@@ -446,7 +446,13 @@ def check_from_config(config_phase):
             "A config that loses an argument rebuilds a different architecture.",
         )
     a, b = config_phase["rebuilt_output"], config_phase["original_output"]
-    if isinstance(a, dict) or isinstance(b, dict) or not np.allclose(a, b, atol=1e-6):
+    if isinstance(a, dict) or isinstance(b, dict):
+        fail(
+            "call did not return a tensor, so the rebuilt layer's output cannot be compared.",
+            "one tensor of shape (batch, seq, embed_dim).",
+            "See api.output_shape.",
+        )
+    if not np.allclose(a, b, atol=1e-6):
         fail(
             "with the weights copied over, the rebuilt layer computes different outputs.",
             "identical outputs.",
@@ -475,6 +481,14 @@ def _mask_event(evidence):
     data = evidence.partial("mask")
     if data is None:
         evidence.phase("mask", "mask.attention_mask_shape")
+    error = evidence.error("mask") or {}
+    if error.get("type") == "TypeError" and "keyword argument 'mask'" in error.get("message", ""):
+        fail(
+            "call() does not accept a mask argument (TypeError: unexpected keyword argument 'mask').",
+            "def call(self, inputs, mask=None).",
+            "Keras hands the padding mask from Embedding(mask_zero=True) to call as mask=; a layer "
+            "that cannot take it cannot keep padding out of attention.",
+        )
     events = data.get("events") or []
     return data, (events[0] if events else None)
 

@@ -44,6 +44,12 @@ def main() -> None:
         data["import_seconds"] = time.perf_counter() - started
         keras.utils.set_random_seed(int(job["seed"]))
 
+    if "keras" not in sys.modules:  # the runtime phase failed; nothing else can run
+        stream.emit({"event": "done"})
+        os._exit(0)
+
+    import keras
+
     cls = None
     with stream.phase("load") as data:
         data["class_name"] = job["class_name"]
