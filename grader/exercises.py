@@ -59,6 +59,7 @@ def _exercise3_job(seed: int) -> dict:
         "mask": mask.tolist(),
         "loss_weights": loss_weights.tolist(),
         "optimizer_steps": 3,
+        "constructor_arguments": dims,
     }
 
 
@@ -71,7 +72,7 @@ EXERCISES = {
 # Phases that cannot run when an earlier one failed: phase -> (blocking phase, check naming it).
 PREREQUISITES = {
     "exercise3": {
-        "construct": ("load", "api.is_layer"),
+        "construct": ("load", "api.constructor"),
         "forward": ("construct", "api.constructor"),
         "mask": ("construct", "api.constructor"),
         "config": ("construct", "api.constructor"),

@@ -58,6 +58,7 @@ class Grading:
             exercise=self.exercise.id,
             class_name=self.exercise.class_name,
             seed=settings.seed,
+            memory_mb=settings.memory_mb,
         )
         self.child = Child(self.job, source, settings.timeout, settings.memory_mb)
 
@@ -78,8 +79,18 @@ class Grading:
             run = self.child.wait()
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
-        if runtime and runtime.get("ok"):
-            self.context.update({k: runtime["data"].get(k) for k in ("tensorflow", "keras")})
+        if runtime and runtime.get("ok") and isinstance(runtime.get("data"), dict):
+            data = runtime["data"]
+            self.context.update({k: str(data.get(k)) for k in ("tensorflow", "keras")})
+            sandbox = data.get("sandbox") if isinstance(data.get("sandbox"), dict) else {}
+            self.context["sandbox"] = (
+                "Landlock: writes only to a scratch folder"
+                + (", no network" if sandbox.get("network") else "")
+                + (", no signals to the grader" if sandbox.get("signals") else "")
+                if sandbox.get("applied")
+                else f"time and memory limits only ({sandbox.get('reason', 'no Landlock')})"
+            )
+        self.context["output"] = student_output(run.stdout)
         problem = _ungradable(run, exercise)
         if problem:
             return error_verdict(exercise.id, path, problem, max_score, self.context)
@@ -140,7 +151,29 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
         )
     if not data.get("is_class"):
         return f"{exercise.class_name} in your file is not a class."
+    if not data.get("is_layer_subclass"):
+        bases = ", ".join(data.get("bases") or []) or "nothing"
+        return (
+            f"{exercise.class_name} is not a Keras layer: it derives from {bases}. "
+            f"Write class {exercise.class_name}(keras.layers.Layer): only a Layer gets Keras's "
+            "weight tracking, masking, config and saving, which the checks examine."
+        )
+    if data.get("signature_error"):
+        return (
+            f"{exercise.class_name} cannot be built with the exercise's arguments "
+            f"({data['signature_error']}); its signature is {data.get('signature')}. "
+            "Keep the constructor's signature from the exercise file."
+        )
     return None
+
+
+def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> str:
+    """What the submission printed, trimmed for the report."""
+    lines = stdout.strip("\n").splitlines()
+    shown = "\n".join(line[:200] for line in lines[:max_lines])[:max_chars]
+    if len(lines) > max_lines or len(stdout) > max_chars:
+        shown += f"\n[... {len(lines)} lines in all; the rest is not shown ...]"
+    return shown
 
 
 def max_points(exercise_id: str) -> float:

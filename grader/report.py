@@ -47,6 +47,11 @@ def render(verdict: Verdict) -> RenderableType:
             checks = [c for c in verdict.checks if c.topic == topic]
             if checks:
                 parts.append(topic_table(topic, checks, shown_messages))
+    if verdict.context.get("output"):
+        parts.append(
+            Panel(Text(verdict.context["output"], style="dim"), title="What your code printed",
+                  title_align="left", border_style="dim")
+        )
     parts.append(summary(verdict))
     return Group(*parts)
 
@@ -66,6 +71,8 @@ def header(verdict: Verdict) -> RenderableType:
     )
     if versions:
         grid.add_row("Versions", versions)
+    if ctx.get("sandbox"):
+        grid.add_row("Sandbox", ctx["sandbox"])
     return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
 
 

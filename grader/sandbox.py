@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
-MAX_OUTPUT_CHARS = 8000
+MAX_OUTPUT_BYTES = 32 * 1024
+MAX_FILE_BYTES = 256 * 1024 * 1024
 
 CHILD_ENV = {
     "TF_CPP_MIN_LOG_LEVEL": "3",
@@ -65,7 +66,6 @@ class Child:
 
     def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int):
         self._scratch = tempfile.mkdtemp(prefix="grade-scratch-")
-        self._private = tempfile.mkdtemp(prefix="grade-private-")
         self._timeout = timeout
         self._result: ChildRun | None = None
         try:
@@ -80,34 +80,41 @@ class Child:
         read_fd, write_fd = os.pipe()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         env.update(CHILD_ENV)
-        env["TMPDIR"] = self._scratch
+        for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
+            env[name] = self._scratch
         limit = int(memory_mb) * 1024 * 1024
 
         def limits():
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
 
-        self._out_path = Path(self._private) / "stdout"
-        self._err_path = Path(self._private) / "stderr"
         self._started = time.perf_counter()
         try:
-            with open(self._out_path, "wb") as out, open(self._err_path, "wb") as err:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-I", "-m", "grader.child", str(write_fd)],
-                    stdin=subprocess.PIPE,
-                    stdout=out,
-                    stderr=err,
-                    cwd=self._scratch,
-                    env=env,
-                    pass_fds=(write_fd,),
-                    start_new_session=True,
-                    preexec_fn=limits,
-                )
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "grader.child", str(write_fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self._scratch,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                preexec_fn=limits,
+            )
         finally:
             os.close(write_fd)
         self._chunks: list[bytes] = []
-        self._reader = threading.Thread(target=_read_capped, args=(read_fd, self._chunks), daemon=True)
-        self._reader.start()
+        self._out: list[bytes] = []
+        self._err: list[bytes] = []
+        self._readers = [
+            threading.Thread(target=_read_capped, daemon=True,
+                             args=(os.fdopen(read_fd, "rb", buffering=0), self._chunks, MAX_EVIDENCE_BYTES)),
+            threading.Thread(target=_read_capped, args=(self._proc.stdout, self._out, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=_read_capped, args=(self._proc.stderr, self._err, MAX_OUTPUT_BYTES), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
         try:
             self._proc.stdin.write(json.dumps(job).encode("utf-8"))
             self._proc.stdin.close()
@@ -126,13 +133,14 @@ class Child:
             run.timed_out = True
         _kill_group(self._proc)
         self._proc.wait()
-        self._reader.join(timeout=5)
+        for reader in self._readers:
+            reader.join(timeout=5)
         run.seconds = time.perf_counter() - self._started
         run.returncode = self._proc.returncode
         if run.returncode is not None and run.returncode < 0:
             run.signal_name = signal.Signals(-run.returncode).name
-        run.stdout = _read_text(self._out_path)
-        run.stderr = _read_text(self._err_path)
+        run.stdout = _text(self._out)
+        run.stderr = _text(self._err)
         run.memory_exceeded = _looks_out_of_memory(run.stderr)
         _parse(b"".join(self._chunks), run)
         self._cleanup()
@@ -141,7 +149,6 @@ class Child:
 
     def _cleanup(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
-        shutil.rmtree(self._private, ignore_errors=True)
 
 
 def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int) -> ChildRun:
@@ -156,25 +163,28 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _read_capped(fd: int, chunks: list[bytes]) -> None:
+def _read_capped(pipe, chunks: list[bytes], cap: int) -> None:
+    """Read until EOF, keeping the first ``cap`` bytes and discarding the rest,
+    so a flood of output costs the child time but never the parent memory."""
     total = 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
+    with pipe:
         while True:
             block = pipe.read(1 << 16)
             if not block:
                 return
+            if total < cap:
+                chunks.append(block[: cap - total])
             total += len(block)
-            if total <= MAX_EVIDENCE_BYTES:
-                chunks.append(block)
+            if total > cap and len(chunks) and chunks[-1] is not _CUT:
+                chunks.append(_CUT)
 
 
-def _read_text(path: Path) -> str:
-    with open(path, "rb") as handle:
-        data = handle.read(MAX_OUTPUT_CHARS * 4 + 1)
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > MAX_OUTPUT_CHARS:
-        text = text[:MAX_OUTPUT_CHARS] + "\n[... output cut ...]"
-    return text
+_CUT = b"\n[... output cut ...]\n"
+
+
+def _text(chunks: list[bytes]) -> str:
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    return text.replace("\x00", "")
 
 
 def _looks_out_of_memory(stderr: str) -> bool:

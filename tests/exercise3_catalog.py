@@ -233,10 +233,18 @@ class TiedNorm(_keras.layers.LayerNormalization):
         "call returned a tuple",
     ),
     Mistake(
-        "not_a_layer",
-        edit(("class TransformerEncoder(layers.Layer):", "class TransformerEncoder:")),
-        ("api.is_layer",),
-        "derives from",
+        "no_kwargs_in_signature",
+        edit(("def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
+              "def __init__(self, embed_dim, dense_dim, num_heads):"),
+             ("super().__init__(**kwargs)", "super().__init__()")),
+        ("config.base_keys",),
+        "name='encoder_under_test') raised TypeError",
+    ),
+    Mistake(
+        "mask_not_propagated",
+        edit(("        self.supports_masking = True\n", "")),
+        ("mask.propagates",),
+        "supports_masking is False",
     ),
     Mistake(
         "gradient_cut_by_numpy",

@@ -21,6 +21,11 @@ BROKEN = {
     "other_class_name": SOLUTION.replace("class TransformerEncoder(", "class Encoder("),
     "missing_module": "import tensorflow_transformers_helper\n" + SOLUTION,
     "raises_at_import": SOLUTION + "\nraise RuntimeError('training data not found')\n",
+    "not_a_layer": SOLUTION.replace("class TransformerEncoder(layers.Layer):", "class TransformerEncoder:"),
+    "wrong_constructor_signature": SOLUTION.replace(
+        "def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
+        "def __init__(self, d_model, ff_dim, heads, **kwargs):",
+    ),
     "exits_at_import_after_forging": (
         STUB + "\nimport os\nprint('{\"status\": \"passed\", \"score\": 23}')\nprint('23 passed, 0 failed')\nos._exit(0)\n"
     ),
@@ -32,6 +37,8 @@ EXPECTED = {
     "missing_module": "ModuleNotFoundError",
     "raises_at_import": "training data not found",
     "exits_at_import_after_forging": "could not be imported",
+    "not_a_layer": "is not a Keras layer: it derives from builtins.object",
+    "wrong_constructor_signature": "cannot be built with the exercise's arguments",
 }
 
 

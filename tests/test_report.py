@@ -26,7 +26,7 @@ def check(id, status, points=1, message=""):
 
 def test_failed_check_shows_what_was_observed_expected_and_why():
     verdict = summarise("exercise3", "/work/ex.py", [
-        check("api.is_layer", "passed"),
+        check("api.constructor", "passed"),
         check("weights.two_norms", "failed", 2,
               "Observed: one LayerNormalization instance was called 2 times.\nExpected: two.\nWhy it matters: gamma."),
     ], CONTEXT)
@@ -42,7 +42,7 @@ def test_failed_check_shows_what_was_observed_expected_and_why():
 
 
 def test_passed_checks_show_no_message_and_praise():
-    out = text(summarise("exercise3", "x.py", [check("api.is_layer", "passed", message="hidden")], CONTEXT))
+    out = text(summarise("exercise3", "x.py", [check("api.constructor", "passed", message="hidden")], CONTEXT))
     assert "hidden" not in out and "Every check passed" in out and "Score 1/1" in out
 
 
@@ -78,6 +78,6 @@ def test_rendering_fits_the_width():
 
 
 def test_verdict_json_keeps_the_contract_fields_only():
-    verdict = summarise("exercise3", "x.py", [check("api.is_layer", "passed")], CONTEXT)
+    verdict = summarise("exercise3", "x.py", [check("api.constructor", "passed")], CONTEXT)
     assert set(verdict.to_json()) == {"exercise", "submission", "status", "score", "max_score", "error", "checks"}
     assert isinstance(verdict, Verdict) and verdict.exit_code == 0

@@ -133,6 +133,9 @@ def format_student_error(headline: str, error: dict) -> str:
     lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(error.get('message', ''))}"]
     for frame in error.get("student_frames") or []:
         lines.append(f"  at line {frame.get('line')}, in {frame.get('function')}: {frame.get('code', '').strip()}")
+    if error.get("type") in ("MemoryError", "ResourceExhaustedError", "bad_alloc"):
+        lines.append("That is the memory limit of the grading process (--memory): look for a tensor far "
+                     "larger than the layer needs.")
     frames = error.get("student_frames") or []
     if error.get("type") == "NotImplementedError" and frames and "NotImplementedError" in frames[-1].get("code", ""):
         lines.append("This part is still the stub: replace `raise NotImplementedError()` with your code.")

@@ -98,31 +98,14 @@ def _describe_calls(structure: Structure) -> str:
 # --------------------------------------------------------------------------- api
 
 
-@check("api.is_layer", "TransformerEncoder is a Keras layer", "api")
-def check_is_layer(evidence):
-    load = evidence.phase("load")
-    if load["is_layer_subclass"]:
-        evidence.phase("construct", "api.is_layer")  # a layer that cannot be built fails here
-        return
-    bases = ", ".join(load.get("bases") or []) or "nothing"
-    fail(
-        f"TransformerEncoder derives from {bases}.",
-        "class TransformerEncoder(keras.layers.Layer).",
-        "Only a Layer subclass gets Keras's weight tracking, masking, get_config/from_config "
-        "and saving; the rest of the chapter builds on those.",
-    )
-
-
-@check("api.constructor", "Takes embed_dim, dense_dim and num_heads", "api")
+@check("api.constructor", "Builds from embed_dim, dense_dim and num_heads", "api")
 def check_constructor(evidence):
-    construct = evidence.phase("construct", "api.is_layer")
+    construct = evidence.phase("construct", "api.constructor")
     if construct["positional_error"]:
         from .evidence import format_student_error
 
         fail(
-            format_student_error(
-                "TransformerEncoder(8, 16, 2) raised", construct["positional_error"]
-            ),
+            format_student_error("TransformerEncoder(8, 16, 2) raised", construct["positional_error"]),
             "TransformerEncoder(embed_dim, dense_dim, num_heads) in that order, also by keyword.",
             "Code that uses your layer (and the book) passes the three sizes positionally.",
         )
@@ -389,6 +372,16 @@ def config(evidence):
 
 @check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
 def check_config_base(evidence, config):
+    construct = evidence.phase("construct", "api.constructor")
+    if construct.get("kwargs_error"):
+        fail(
+            "TransformerEncoder(..., name='encoder_under_test') raised TypeError: "
+            f"{construct['kwargs_error'].get('message', '')}",
+            "def __init__(self, embed_dim, dense_dim, num_heads, **kwargs), with "
+            "super().__init__(**kwargs).",
+            "Passing **kwargs on to super().__init__ is what lets users name a layer, set its "
+            "dtype or freeze it, and what lets from_config restore them.",
+        )
     data = evidence.partial("config") or {}
     if data.get("json_error"):
         fail(
@@ -623,6 +616,29 @@ def check_padding_invariance(evidence, job):
             "Otherwise the same sentence encodes differently depending on how much padding its "
             "batch needed.",
         )
+
+
+@check("mask.propagates", "The padding mask passes on to the next layer", "mask")
+def check_mask_propagates(evidence, job):
+    data = evidence.phase("mask", "mask.padding_invariance")
+    padding = np.asarray(job["mask"], dtype=bool)
+    output_mask = data.get("output_mask")
+    if isinstance(output_mask, np.ndarray) and output_mask.shape == padding.shape:
+        if np.array_equal(output_mask.astype(bool), padding):
+            return
+    observed = (
+        "supports_masking is False, so Keras drops the mask after your layer (and warns that it "
+        "destroys the mask)"
+        if not data.get("supports_masking")
+        else "compute_mask does not return the input's padding mask"
+    )
+    fail(
+        observed + ".",
+        "self.supports_masking = True in __init__ (the output keeps the input's padding mask).",
+        "Layers after the encoder — a second encoder, pooling that skips padding — need the mask "
+        "too. Keras 3 only passes it on for layers that declare they support masking, and its "
+        "warning on stderr is enough for nbgrader to give a correct notebook cell zero points.",
+    )
 
 
 # --------------------------------------------------------------------------- forward

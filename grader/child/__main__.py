@@ -1,15 +1,18 @@
 """Entry point of the grading child: ``python -I -m grader.child EVIDENCE_FD``.
 
-Reads the job (JSON) from stdin, loads the submission from the scratch folder
-it runs in, and streams evidence to the inherited pipe. Everything the student
-prints goes to stdout/stderr, which the parent captures and caps; nothing the
-child prints is ever read as a result.
+Reads the job (JSON) from stdin, imports TensorFlow, confines itself
+(``landlock``), loads the submission from the scratch folder it runs in and
+streams evidence to the inherited pipe. Everything the student prints goes to
+stdout/stderr, which the parent caps and never reads as a result. The probe is
+bound before the student's code is loaded, and the child leaves with
+``os._exit``, so ``atexit`` handlers and late patches change nothing.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -21,13 +24,15 @@ def main() -> None:
     private_fd = os.dup(int(sys.argv[1]))
     os.close(int(sys.argv[1]))
     job = json.loads(sys.stdin.read())
-    stdin = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(stdin, 0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
     from .evidence_stream import EvidenceStream
+    from .landlock import python_paths, restrict
 
     submission = job["submission"]
+    scratch = os.path.dirname(submission)
     stream = EvidenceStream(private_fd, submission)
+    probe = importlib.import_module(f"grader.child.probes.{job['exercise']}").run
 
     with stream.phase("runtime") as data:
         started = time.perf_counter()
@@ -43,10 +48,11 @@ def main() -> None:
         data["numpy"] = numpy.__version__
         data["import_seconds"] = time.perf_counter() - started
         keras.utils.set_random_seed(int(job["seed"]))
+        data["sandbox"] = restrict(scratch, python_paths()) if job.get("sandbox", True) else {
+            "applied": False, "reason": "turned off"}
 
     if "keras" not in sys.modules:  # the runtime phase failed; nothing else can run
-        stream.emit({"event": "done"})
-        os._exit(0)
+        _leave(stream)
 
     import keras
 
@@ -62,19 +68,38 @@ def main() -> None:
         data["is_class"] = isinstance(candidate, type)
         data["bases"] = [f"{c.__module__}.{c.__qualname__}" for c in getattr(candidate, "__mro__", ())[1:4]]
         data["is_layer_subclass"] = isinstance(candidate, type) and issubclass(candidate, keras.layers.Layer)
-        data["defined_names"] = sorted(
-            name for name, value in vars(module).items() if isinstance(value, type)
-        )[:50]
-        if data["is_class"]:
-            cls = candidate
+        data["defined_names"] = sorted(name for name, value in vars(module).items() if isinstance(value, type))[:50]
+        data["signature_error"] = None
+        if data["is_layer_subclass"]:
+            data["signature"] = _signature(candidate)
+            try:
+                inspect.signature(candidate).bind(**job["constructor_arguments"])
+            except TypeError as exc:
+                data["signature_error"] = str(exc)
+            except ValueError:
+                pass  # no signature to inspect: constructing will tell
+            if data["signature_error"] is None:
+                cls = candidate
 
     if cls is not None:
-        probe = importlib.import_module(f"grader.child.probes.{job['exercise']}")
-        probe.run(cls, job, stream, os.getcwd())
+        probe(cls, job, stream, scratch)
+    _leave(stream)
+
+
+def _signature(cls) -> str:
+    try:
+        return f"{cls.__name__}{inspect.signature(cls)}"
+    except (TypeError, ValueError):
+        return cls.__name__
+
+
+def _leave(stream) -> None:
     stream.emit({"event": "done"})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ import numpy as np
 
 MAX_TEXT = 4000
 
+# Bound once, before any student code runs, so patching os or json later changes nothing here.
+_write = os.write
+_dumps = json.dumps
+
 
 class EvidenceStream:
     """Writes phase records to the file descriptor the parent handed over."""
@@ -21,10 +25,10 @@ class EvidenceStream:
         self._submission_path = os.path.realpath(submission_path)
 
     def emit(self, record: dict) -> None:
-        line = json.dumps(record, allow_nan=True) + "\n"
+        line = _dumps(record, allow_nan=True) + "\n"
         data = line.encode("utf-8")
         while data:
-            written = os.write(self._fd, data)
+            written = _write(self._fd, data)
             data = data[written:]
 
     @contextmanager
@@ -46,8 +50,6 @@ class EvidenceStream:
                     "error": self.describe_error(exc),
                 }
             )
-            if isinstance(exc, KeyboardInterrupt):
-                raise
             return
         self.emit(
             {

@@ -36,7 +36,15 @@ def run(cls, job: dict, stream, scratch: str) -> None:
             cls(embed_dim, dense_dim, num_heads)
         except Exception as exc:
             data["positional_error"] = stream.describe_error(exc)
-        layer = cls(embed_dim=embed_dim, dense_dim=dense_dim, num_heads=num_heads, name=LAYER_NAME)
+        data["kwargs_error"] = None
+        sizes = {"embed_dim": embed_dim, "dense_dim": dense_dim, "num_heads": num_heads}
+        try:
+            layer = cls(**sizes, name=LAYER_NAME)
+        except TypeError as exc:
+            if "name" not in str(exc):
+                raise
+            data["kwargs_error"] = stream.describe_error(exc)
+            layer = cls(**sizes)
         data["is_layer"] = isinstance(layer, keras.layers.Layer)
         data["name"] = str(getattr(layer, "name", ""))
         data["requested_name"] = LAYER_NAME
@@ -63,6 +71,8 @@ def run(cls, job: dict, stream, scratch: str) -> None:
         finally:
             data["events"] = [e for e in tracer.events if e["class"] == "MultiHeadAttention"]
         data["output"] = _tensor(output)
+        data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
+        data["output_mask"] = _tensor(getattr(output, "_keras_mask", None))  # what Keras passes on
         data["output_perturbed"] = _tensor(layer(x_perturbed, mask=mask, training=False))
 
     with stream.phase("config") as data:
@@ -121,10 +131,14 @@ def _dense(gradient):
 
 
 def _tensor(value):
-    """An output as an array, or a description of what it was instead."""
+    """An output as a plain numeric array, or a description of what it was instead.
+    Whatever the object claims about itself, only its numbers travel on."""
     if isinstance(value, (list, tuple, dict)) or value is None:
         return {"not_a_tensor": type(value).__name__}
     try:
-        return to_numpy(value)
+        array = np.array(to_numpy(value), copy=True, subok=False)
     except Exception:
         return {"not_a_tensor": type(value).__name__}
+    if array.dtype.kind not in "biuf" or type(array) is not np.ndarray:
+        return {"not_a_tensor": type(value).__name__}
+    return array
