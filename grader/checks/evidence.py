@@ -133,13 +133,21 @@ def format_student_error(headline: str, error: dict) -> str:
     lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(error.get('message', ''))}"]
     for frame in error.get("student_frames") or []:
         lines.append(f"  at line {frame.get('line')}, in {frame.get('function')}: {frame.get('code', '').strip()}")
-    if error.get("type") in ("MemoryError", "ResourceExhaustedError", "bad_alloc"):
+    if _out_of_memory(error):
         lines.append("That is the memory limit of the grading process (--memory): look for a tensor far "
                      "larger than the layer needs.")
     frames = error.get("student_frames") or []
     if error.get("type") == "NotImplementedError" and frames and "NotImplementedError" in frames[-1].get("code", ""):
         lines.append("This part is still the stub: replace `raise NotImplementedError()` with your code.")
     return "\n".join(lines)
+
+
+MEMORY_MARKERS = ("MemoryError", "Unable to allocate", "ResourceExhaustedError", "OOM when allocating", "bad_alloc")
+
+
+def _out_of_memory(error: dict) -> bool:
+    text = f"{error.get('type', '')} {error.get('message', '')}"
+    return any(marker in text for marker in MEMORY_MARKERS)
 
 
 def _first_lines(text: str, limit: int = 6) -> str:

@@ -1,0 +1,226 @@
+"""Hostile submissions never pass, never stop the grader and touch nothing outside their scratch folder.
+
+Each one ends as a failed or an error verdict, in bounded time, with a message
+that says what happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+
+import pytest
+
+from grader import exercises
+from grader.grading import Settings, grade
+
+from .conftest import grade_sources
+
+SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
+ROOT = exercises.PROJECT_ROOT
+
+FORGED = (
+    "import json, sys\n"
+    "verdict = {'exercise': 'exercise3', 'status': 'passed', 'score': 23, 'max_score': 23, 'checks': []}\n"
+    "print(json.dumps(verdict)); print('PASSED'); print('23 passed, 0 failed')\n"
+    "print(json.dumps(verdict), file=sys.stderr)\n"
+)
+
+
+def _in_init(code: str) -> str:
+    return SOLUTION.replace("        super().__init__(**kwargs)\n", f"        super().__init__(**kwargs)\n        {code}\n")
+
+
+def _in_call(code: str) -> str:
+    return SOLUTION.replace("        if mask is not None:\n            mask = keras.ops.expand_dims",
+                            f"        {code}\n        if mask is not None:\n            mask = keras.ops.expand_dims")
+
+
+# name -> (source, statuses allowed for the verdict, phrase the verdict must contain)
+HOSTILE = {
+    "sys_exit_at_import": (STUB + "\nimport sys\nsys.exit(0)\n", {"error"}, "SystemExit"),
+    "os_exit_at_import": (STUB + "\nimport os\nos._exit(0)\n", {"error"}, "stopped unexpectedly (exit code 0)"),
+    "raise_system_exit_at_import": (STUB + "\nraise SystemExit(0)\n", {"error"}, "SystemExit"),
+    "keyboard_interrupt_at_import": (STUB + "\nraise KeyboardInterrupt\n", {"error"}, "KeyboardInterrupt"),
+    "sys_exit_in_init": (_in_init("import sys; sys.exit(0)"), {"failed"}, "SystemExit"),
+    "os_exit_in_init": (_in_init("import os; os._exit(0)"), {"failed"}, "stopped unexpectedly"),
+    "keyboard_interrupt_in_init": (_in_init("raise KeyboardInterrupt"), {"failed"}, "KeyboardInterrupt"),
+    "sys_exit_in_call": (_in_call("import sys; sys.exit(0)"), {"failed"}, "SystemExit"),
+    "os_exit_in_call": (_in_call("import os; os._exit(0)"), {"failed"}, "stopped unexpectedly"),
+    "keyboard_interrupt_in_call": (_in_call("raise KeyboardInterrupt"), {"failed"}, "KeyboardInterrupt"),
+    "atexit_forges_a_verdict": (
+        STUB + "\nimport atexit\natexit.register(lambda: print('{\"status\": \"passed\"}'))\n", {"failed"},
+        "NotImplementedError",
+    ),
+    "prints_forged_verdicts": (FORGED + STUB, {"failed"}, "NotImplementedError"),
+    "patches_test_helpers": (
+        "import numpy.testing, unittest, pytest\n"
+        "numpy.testing.assert_allclose = lambda *a, **k: None\n"
+        "unittest.TestCase.assertEqual = lambda *a, **k: None\n"
+        "pytest.fail = lambda *a, **k: None\n"
+        "import grader.checks.framework as framework\nframework.fail = lambda *a, **k: None\n" + STUB,
+        {"failed"}, "NotImplementedError",
+    ),
+    "patches_the_probe_and_stream": (
+        "import grader.child.probes.exercise3 as probe\n"
+        "from grader.child.evidence_stream import EvidenceStream\n"
+        "def forged(self, record):\n"
+        "    if record.get('event') == 'end':\n"
+        "        record.update(ok=True, error=None)\n"
+        "    return original(self, record)\n"
+        "original = EvidenceStream.emit\nEvidenceStream.emit = forged\n"
+        "probe.run = lambda *a, **k: None\n" + STUB,
+        {"failed", "error"}, "",
+    ),
+    "lying_output_object": (
+        SOLUTION.replace("        return self.layernorm_2(proj_input + proj_output)\n",
+                         "        class Liar:\n"
+                         "            shape = inputs.shape\n"
+                         "            def __eq__(self, other): return True\n"
+                         "            def __sub__(self, other): return 0\n"
+                         "            def __array__(self, *a, **k): raise TypeError('no numbers here')\n"
+                         "        return Liar()\n"),
+        {"failed"}, "not a tensor",
+    ),
+    "writes_files_everywhere": (
+        "import os, pathlib\n"
+        "for target in [pathlib.Path.cwd() / 'verdict.json', pathlib.Path('/tmp/verdict.json'),\n"
+        f"               pathlib.Path({str(ROOT)!r}) / 'exercises' / 'exercise3.py']:\n"
+        "    try:\n"
+        "        target.write_text('{\"status\": \"passed\"}')\n"
+        "    except OSError:\n"
+        "        pass\n" + STUB,
+        {"failed"}, "NotImplementedError",
+    ),
+    "reads_the_solution": (
+        f"SOURCE = open({str(ROOT / 'solutions' / 'exercise3.py')!r}).read()\nexec(SOURCE)\n",
+        {"error"}, "PermissionError",
+    ),
+    "signals_the_grader": (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + SOLUTION, {"error"}, "PermissionError",
+    ),
+    "memory_hog_at_import": (
+        "import numpy as np\nHOG = np.ones((2048, 1024, 1024))\n" + SOLUTION, {"error"}, "MemoryError",
+    ),
+    "memory_hog_in_call": (
+        _in_call("import numpy as np; np.ones((2048, 1024, 1024))"), {"failed"}, "memory limit",
+    ),
+    "output_flood": (
+        "import sys\nfor _ in range(20000):\n    print('x' * 1000)\n    print('y' * 1000, file=sys.stderr)\n" + STUB,
+        {"failed"}, "NotImplementedError",
+    ),
+}
+
+
+def _landlock_available() -> bool:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)) >= 6
+
+
+NEEDS_LANDLOCK = {"reads_the_solution", "signals_the_grader", "writes_files_everywhere"}
+
+
+@pytest.fixture(scope="module")
+def hostile_verdicts(tmp_path_factory):
+    stub_hash = hashlib.sha256(exercises.get("exercise3").stub.read_bytes()).hexdigest()
+    started = time.perf_counter()
+    verdicts = grade_sources("exercise3", {k: v[0] for k, v in HOSTILE.items()}, tmp_path_factory.mktemp("hostile"))
+    verdicts["_seconds"] = time.perf_counter() - started
+    verdicts["_stub_unchanged"] = hashlib.sha256(exercises.get("exercise3").stub.read_bytes()).hexdigest() == stub_hash
+    return verdicts
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_submission_never_passes(hostile_verdicts, name):
+    if name in NEEDS_LANDLOCK and not _landlock_available():
+        pytest.skip("this kernel has no Landlock ABI 6: the child runs under time and memory limits only")
+    _, allowed, says = HOSTILE[name]
+    verdict = hostile_verdicts[name]
+    assert verdict.status in allowed, (verdict.status, verdict.error)
+    assert verdict.exit_code in (1, 2)
+    assert verdict.score < verdict.max_score
+    text = (verdict.error or "") + "\n".join(c.message for c in verdict.checks)
+    assert says in text
+    assert len(verdict.context.get("output", "")) <= 2200
+
+
+def test_the_grader_survived_and_stayed_fast(hostile_verdicts):
+    # every hostile submission above was graded in one run of this process, two at a time
+    assert hostile_verdicts["_seconds"] < 20 * len(HOSTILE)
+    assert hostile_verdicts["_stub_unchanged"]
+    assert not (ROOT / "verdict.json").exists()
+
+
+def test_output_flood_is_capped_in_the_report(hostile_verdicts):
+    output = hostile_verdicts["output_flood"].context["output"]
+    assert output.startswith("x" * 200) and "lines in all" in output
+
+
+SLOW = {
+    "sleep_in_init": (_in_init("import time; time.sleep(600)"), "time limit ran out while being constructed"),
+    "endless_loop_in_call": (_in_call("while True: pass"), "time limit ran out"),
+    "endless_output_at_import": ("while True:\n    print('PASSED ' * 100)\n" + SOLUTION, "time limit"),
+}
+
+
+def test_endless_code_is_stopped_at_the_time_limit(tmp_path):
+    started = time.perf_counter()
+    verdicts = grade_sources("exercise3", {k: v[0] for k, v in SLOW.items()}, tmp_path, Settings(timeout=8))
+    assert time.perf_counter() - started < 8 * len(SLOW) + 30
+    for name, (_, says) in SLOW.items():
+        verdict = verdicts[name]
+        assert verdict.status in ("failed", "error"), name
+        text = (verdict.error or "") + "\n".join(c.message for c in verdict.checks)
+        assert says in text, (name, text[:500])
+    statuses = {c.status for c in verdicts["sleep_in_init"].checks}
+    assert "timeout" in statuses and "passed" not in statuses
+
+
+def test_a_planted_conftest_changes_nothing(tmp_path):
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n"
+        "    outcome.get_result().outcome = 'passed'\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:terminal\n", encoding="utf-8")
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(STUB, encoding="utf-8")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        verdict = grade("exercise3", submission)
+    finally:
+        os.chdir(cwd)
+    assert verdict.status == "failed" and verdict.score == 0
+
+
+def test_scratch_folders_are_removed_and_the_file_is_untouched(tmp_path, monkeypatch):
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_root))
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(SOLUTION + "\nopen(__file__, 'w').write('overwritten')\n", encoding="utf-8")
+    before = submission.read_bytes()
+    verdict = grade("exercise3", submission)
+    assert verdict.status == "passed"
+    assert submission.read_bytes() == before
+    assert list(scratch_root.iterdir()) == []
+
+
+def test_ten_gradings_give_ten_identical_verdicts(tmp_path):
+    from .exercise3_catalog import MISTAKES
+
+    sources = {f"copy{i}": MISTAKES[0].source for i in range(10)}
+    verdicts = grade_sources("exercise3", sources, tmp_path)
+    checks = {name: [(c.id, c.status, c.points, c.message) for c in v.checks] for name, v in verdicts.items()}
+    assert len({repr(c) for c in checks.values()}) == 1
+    assert verdicts["copy0"].status == "failed"
