@@ -31,7 +31,7 @@ BROKEN = {
     ),
 }
 EXPECTED = {
-    "syntax_error": "SyntaxError at line 4",
+    "syntax_error": "SyntaxError at line 4, column",
     "empty_file": "has no TransformerEncoder",
     "other_class_name": "it defines Encoder",
     "missing_module": "ModuleNotFoundError",
@@ -100,6 +100,18 @@ def test_notebook_grades_like_the_python_file(tmp_path):
     a, b = grade("exercise3", path), grade("exercise3", py)
     assert a.status == "passed"
     assert [(c.id, c.status) for c in a.checks] == [(c.id, c.status) for c in b.checks]
+
+
+def test_notebook_without_the_class_is_an_error(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import keras\nx = 1")]
+    path = tmp_path / "exercise3.ipynb"
+    nbformat.write(notebook, path)
+    verdict = grade("exercise3", path)
+    assert verdict.status == "error" and verdict.exit_code == 2
+    assert "has no TransformerEncoder" in verdict.error
 
 
 def test_sleep_at_import_hits_the_time_limit(tmp_path):
