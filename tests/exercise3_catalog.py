@@ -66,13 +66,13 @@ MISTAKES = [
         "shared_norm",
         edit(("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")),
         ("weights.two_norms", "weights.norm_parameters", "gradients.norms_differ", "gradients.norms_diverge"),
-        "one LayerNormalization instance was called 2 times",
+        "one instance is called 2 times",
     ),
     Mistake(
         "reused_norm",
         edit(("return self.layernorm_2(proj_input", "return self.layernorm_1(proj_input")),
         ("weights.two_norms", "gradients.norms_differ"),
-        "one LayerNormalization instance was called 2 times",
+        "one instance is called 2 times",
     ),
     Mistake(
         "tied_norm_variables",
@@ -192,7 +192,7 @@ class TiedNorm(_keras.layers.LayerNormalization):
         "kwargs_not_forwarded",
         edit(("super().__init__(**kwargs)", "super().__init__()")),
         ("config.base_keys", "config.from_config"),
-        "name='encoder_under_test' reports name=",
+        "name='layer_under_test' reports name=",
     ),
     Mistake(
         "wrong_key_dim",
@@ -223,7 +223,7 @@ class TiedNorm(_keras.layers.LayerNormalization):
 """),
         ),
         ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
-        "does not accept a mask argument",
+        "does not accept the mask argument",
     ),
     Mistake(
         "returns_a_tuple",
@@ -238,7 +238,7 @@ class TiedNorm(_keras.layers.LayerNormalization):
               "def __init__(self, embed_dim, dense_dim, num_heads):"),
              ("super().__init__(**kwargs)", "super().__init__()")),
         ("config.base_keys",),
-        "name='encoder_under_test') raised TypeError",
+        "name='layer_under_test') raised TypeError",
     ),
     Mistake(
         "mask_not_propagated",

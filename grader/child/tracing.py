@@ -98,6 +98,8 @@ class CallTracer:
         return False
 
     def _record(self, layer, args, kwargs):
+        if not self._stack:
+            self._root_args = list(args)
         event = {
             "index": len(self.events),
             "layer": self.registry.layer(layer),
@@ -129,19 +131,16 @@ class CallTracer:
         record = {}
         for name in ("query", "value", "key"):
             tensor = arguments.get(name)
-            record[f"{name}_is_input"] = _same_tensor(tensor, self._root_input)
+            if name == "key" and tensor is None:
+                tensor = arguments.get("value")
+            sources = [i for i, arg in enumerate(self._root_args) if _same_tensor(tensor, arg)]
+            record[f"{name}_source"] = sources[0] if sources else None  # which argument of the root call
         for name in ("attention_mask", "query_mask", "value_mask", "key_mask"):
             record[name] = to_numpy(arguments.get(name))
         record["use_causal_mask"] = bool(arguments.get("use_causal_mask", False))
         return record
 
-    _root_input = None
-
-    def trace(self, *args, **kwargs):
-        """Call the root layer under the tracer and return its outputs."""
-        self._root_input = args[0] if args else None
-        with self:
-            return self.root(*args, **kwargs)
+    _root_args: list = []
 
 
 def _same_tensor(tensor, reference) -> bool | None:
