@@ -1,13 +1,15 @@
 """The registry of exercises: one id used everywhere, and where each part lives.
 
 An exercise has a solution (the single source, with nbgrader's solution
-markers), a generated stub the student edits, instructions, a probe module
-that runs in the child and a check module that runs in the parent.
+markers), a generated stub the student edits, instructions and hints, a probe
+module that runs in the child (``grader/child/probes/<id>.py``), a check module
+that runs in the parent (``grader/checks/<id>.py``) and a job: the seeded
+inputs both sides share.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,14 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 class Exercise:
     id: str
     title: str
-    class_name: str
+    target: str  # the class (or, for kind "function", the function) the student writes
+    kind: str = "layer"
+    # Phases that cannot run when an earlier one failed: phase -> (blocking phase, check naming it).
+    prerequisites: dict = field(default_factory=dict)
+
+    @property
+    def class_name(self) -> str:
+        return self.target
 
     @property
     def solution(self) -> Path:
@@ -34,6 +43,10 @@ class Exercise:
         return PROJECT_ROOT / "exercises" / f"{self.id}.md"
 
     @property
+    def hints(self) -> Path:
+        return PROJECT_ROOT / "exercises" / "hints" / f"{self.id}.md"
+
+    @property
     def checks(self) -> Path:
         return Path(__file__).resolve().parent / "checks" / f"{self.id}.py"
 
@@ -41,46 +54,126 @@ class Exercise:
         return JOBS[self.id](seed)
 
 
-def _exercise3_job(seed: int) -> dict:
-    """Seeded inputs: 3 sequences of 6 positions, 4 and 2 of them real in the last two."""
+def _padding(lengths: list[int], seq: int) -> np.ndarray:
+    return np.arange(seq)[None, :] < np.array(lengths)[:, None]
+
+
+def _sequence_layer_job(seed: int, dims: dict) -> dict:
+    """Float inputs of 3 sequences of 6 positions, with 6, 4 and 2 of them real."""
     rng = np.random.default_rng(seed)
     batch, seq = 3, 6
-    dims = {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}
-    lengths = [6, 4, 2]
-    mask = np.arange(seq)[None, :] < np.array(lengths)[:, None]
+    mask = _padding([6, 4, 2], seq)
     inputs = rng.normal(0.0, 2.0, size=(batch, seq, dims["embed_dim"])).astype(np.float32)
     perturbed = inputs.copy()
     perturbed[~mask] = rng.normal(0.0, 5.0, size=perturbed[~mask].shape).astype(np.float32)
-    loss_weights = rng.normal(size=(batch, seq, dims["embed_dim"])).astype(np.float32)
     return {
         "dims": dims,
         "inputs": inputs.tolist(),
         "inputs_perturbed": perturbed.tolist(),
         "mask": mask.tolist(),
-        "loss_weights": loss_weights.tolist(),
+        "loss_weights": rng.normal(size=inputs.shape).astype(np.float32).tolist(),
         "optimizer_steps": 3,
         "constructor_arguments": dims,
     }
 
 
-JOBS = {"exercise3": _exercise3_job}
+def _exercise1_job(seed: int) -> dict:
+    """Token ids of 3 sequences of 7 positions (shorter than sequence_length), 0 for padding."""
+    rng = np.random.default_rng(seed)
+    dims = {"sequence_length": 10, "input_dim": 50, "output_dim": 8}
+    batch, seq = 3, 7
+    mask = _padding([7, 5, 3], seq)
+    tokens = np.where(mask, rng.integers(1, 30, size=(batch, seq)), 0).astype(np.int32)
+    return {
+        "dims": dims,
+        "tokens": tokens.tolist(),
+        "mask": mask.tolist(),
+        "loss_weights": rng.normal(size=(batch, seq, dims["output_dim"])).astype(np.float32).tolist(),
+        "optimizer_steps": 3,
+        "constructor_arguments": dims,
+    }
+
+
+def _exercise4_job(seed: int) -> dict:
+    """Decoder inputs of 5 target positions, encoder outputs of 7 source positions."""
+    rng = np.random.default_rng(seed)
+    dims = {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}
+    batch, target, source = 3, 5, 7
+    target_mask = _padding([5, 4, 2], target)
+    source_mask = _padding([7, 5, 3], source)
+    inputs = rng.normal(0.0, 2.0, size=(batch, target, dims["embed_dim"])).astype(np.float32)
+    encoder = rng.normal(0.0, 2.0, size=(batch, source, dims["embed_dim"])).astype(np.float32)
+    future = inputs.copy()
+    future[:, 2:] = rng.normal(0.0, 5.0, size=future[:, 2:].shape)
+    encoder_perturbed = encoder.copy()
+    encoder_perturbed[~source_mask] = rng.normal(0.0, 5.0, size=encoder_perturbed[~source_mask].shape)
+    return {
+        "dims": dims,
+        "inputs": inputs.tolist(),
+        "encoder_outputs": encoder.tolist(),
+        "inputs_future_perturbed": future.tolist(),
+        "future_from": 2,
+        "encoder_outputs_perturbed": encoder_perturbed.tolist(),
+        "target_mask": target_mask.tolist(),
+        "source_mask": source_mask.tolist(),
+        "loss_weights": rng.normal(size=inputs.shape).astype(np.float32).tolist(),
+        "optimizer_steps": 3,
+        "constructor_arguments": dims,
+    }
+
+
+def _exercise5_job(seed: int) -> dict:
+    """A small classifier and the package's synthetic task (see grader.tasks)."""
+    from .tasks import contains_token_task
+
+    dims = {"vocab_size": 40, "sequence_length": 12, "embed_dim": 16, "dense_dim": 32, "num_heads": 2}
+    tokens, labels = contains_token_task(seed, vocab_size=dims["vocab_size"], sequence_length=12, count=64)
+    return {
+        "dims": dims,
+        "tokens": tokens.tolist(),
+        "labels": labels.tolist(),
+        "training_steps": 15,
+        "constructor_arguments": dims,
+    }
+
+
+JOBS = {
+    "exercise1": _exercise1_job,
+    "exercise2": lambda seed: _sequence_layer_job(seed, {"embed_dim": 8, "num_heads": 2}),
+    "exercise3": lambda seed: _sequence_layer_job(seed, {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}),
+    "exercise4": _exercise4_job,
+    "exercise5": _exercise5_job,
+}
+
+_LAYER_PREREQUISITES = {
+    "construct": ("load", "api.constructor"),
+    "forward": ("construct", "api.constructor"),
+    "mask": ("construct", "api.constructor"),
+    "causal": ("construct", "api.constructor"),
+    "functional": ("construct", "api.constructor"),
+    "config": ("construct", "api.constructor"),
+    "saving": ("construct", "api.constructor"),
+    "gradients": ("forward", "api.output_shape"),
+}
 
 EXERCISES = {
-    "exercise3": Exercise("exercise3", "The Transformer encoder", "TransformerEncoder"),
+    e.id: e
+    for e in (
+        Exercise("exercise1", "Positional embedding", "PositionalEmbedding", prerequisites=_LAYER_PREREQUISITES),
+        Exercise("exercise2", "A self-attention block", "SelfAttentionBlock", prerequisites=_LAYER_PREREQUISITES),
+        Exercise("exercise3", "The Transformer encoder", "TransformerEncoder", prerequisites=_LAYER_PREREQUISITES),
+        Exercise("exercise4", "The Transformer decoder", "TransformerDecoder", prerequisites=_LAYER_PREREQUISITES),
+        Exercise(
+            "exercise5", "A text classifier", "build_classifier", kind="function",
+            prerequisites={
+                "predict": ("build", "api.model"),
+                "mask": ("build", "api.model"),
+                "training": ("build", "api.model"),
+                "saving": ("build", "api.model"),
+            },
+        ),
+    )
 }
-
-# Phases that cannot run when an earlier one failed: phase -> (blocking phase, check naming it).
-PREREQUISITES = {
-    "exercise3": {
-        "construct": ("load", "api.constructor"),
-        "forward": ("construct", "api.constructor"),
-        "mask": ("construct", "api.constructor"),
-        "config": ("construct", "api.constructor"),
-        "saving": ("construct", "api.constructor"),
-        "gradients": ("forward", "api.output_shape"),
-    }
-}
-
 
 def get(exercise_id: str) -> Exercise:
     try:

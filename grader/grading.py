@@ -56,7 +56,8 @@ class Grading:
         self.job = dict(
             self.exercise.job(settings.seed),
             exercise=self.exercise.id,
-            class_name=self.exercise.class_name,
+            class_name=self.exercise.target,
+            kind=self.exercise.kind,
             seed=settings.seed,
             memory_mb=settings.memory_mb,
         )
@@ -72,7 +73,7 @@ class Grading:
         from .checks.evidence import Evidence
         from .checks.plugin import run_checks
 
-        evidence = Evidence(self.child, exercises.PREREQUISITES[exercise.id], self.job)
+        evidence = Evidence(self.child, exercise.prerequisites, self.job)
         try:
             checks = run_checks(exercise.checks, evidence)
         finally:
@@ -143,26 +144,32 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
             return f"Your file has a {error['type']}{where}: {error.get('message', '').splitlines()[0] if error.get('message') else ''}"
         return format_student_error("Importing your file raised an error", error)
     data = load.get("data") or {}
+    target = exercise.target
     if not data.get("class_found"):
-        defined = ", ".join(data.get("defined_names") or []) or "no classes"
+        defined = ", ".join(data.get("defined_names") or []) or "nothing"
+        what = "function" if exercise.kind == "function" else "class"
         return (
-            f"Your file has no {exercise.class_name}; it defines {defined}. "
-            f"Keep the class name {exercise.class_name} from the exercise file."
+            f"Your file has no {target}; it defines {defined}. "
+            f"Keep the {what} name {target} from the exercise file."
         )
-    if not data.get("is_class"):
-        return f"{exercise.class_name} in your file is not a class."
-    if not data.get("is_layer_subclass"):
-        bases = ", ".join(data.get("bases") or []) or "nothing"
-        return (
-            f"{exercise.class_name} is not a Keras layer: it derives from {bases}. "
-            f"Write class {exercise.class_name}(keras.layers.Layer): only a Layer gets Keras's "
-            "weight tracking, masking, config and saving, which the checks examine."
-        )
+    if exercise.kind == "function":
+        if not data.get("is_callable") or data.get("is_class"):
+            return f"{target} in your file is not a function."
+    else:
+        if not data.get("is_class"):
+            return f"{target} in your file is not a class."
+        if not data.get("is_layer_subclass"):
+            bases = ", ".join(data.get("bases") or []) or "nothing"
+            return (
+                f"{target} is not a Keras layer: it derives from {bases}. "
+                f"Write class {target}(keras.layers.Layer): only a Layer gets Keras's "
+                "weight tracking, masking, config and saving, which the checks examine."
+            )
     if data.get("signature_error"):
         return (
-            f"{exercise.class_name} cannot be built with the exercise's arguments "
+            f"{target} cannot be called with the exercise's arguments "
             f"({data['signature_error']}); its signature is {data.get('signature')}. "
-            "Keep the constructor's signature from the exercise file."
+            "Keep the signature from the exercise file."
         )
     return None
 

@@ -38,7 +38,7 @@ EXPECTED = {
     "raises_at_import": "training data not found",
     "exits_at_import_after_forging": "could not be imported",
     "not_a_layer": "is not a Keras layer: it derives from builtins.object",
-    "wrong_constructor_signature": "cannot be built with the exercise's arguments",
+    "wrong_constructor_signature": "cannot be called with the exercise's arguments",
 }
 
 

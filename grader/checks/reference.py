@@ -83,3 +83,21 @@ def encoder_variants(x, parts, attention_mask=None) -> dict[str, np.ndarray]:
     pre = x + attention(norm("norm1", x), norm("norm1", x), parts["attention"], attention_mask)
     variants["pre_norm"] = pre + ffn(norm("norm2", pre))
     return variants
+
+
+def attention_block_variants(x, parts, attention_mask=None) -> dict[str, np.ndarray]:
+    """norm(x + attention(x, x)) and the common ways of getting it wrong."""
+    p = parts["norm"]
+
+    def norm(z):
+        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
+
+    def attend(z):
+        return attention(z, z, parts["attention"], attention_mask)
+
+    return {
+        "correct": norm(x + attend(x)),
+        "no_residual": norm(attend(x)),
+        "no_norm": x + attend(x),
+        "pre_norm": x + attend(norm(x)),
+    }

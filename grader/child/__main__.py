@@ -66,18 +66,24 @@ def main() -> None:
         candidate = getattr(module, job["class_name"], None)
         data["class_found"] = candidate is not None
         data["is_class"] = isinstance(candidate, type)
+        data["is_callable"] = callable(candidate)
         data["bases"] = [f"{c.__module__}.{c.__qualname__}" for c in getattr(candidate, "__mro__", ())[1:4]]
         data["is_layer_subclass"] = isinstance(candidate, type) and issubclass(candidate, keras.layers.Layer)
-        data["defined_names"] = sorted(name for name, value in vars(module).items() if isinstance(value, type))[:50]
+        data["defined_names"] = sorted(
+            name for name, value in vars(module).items()
+            if (isinstance(value, type) or inspect.isfunction(value)) and not name.startswith("_")
+        )[:50]
         data["signature_error"] = None
-        if data["is_layer_subclass"]:
+        gradable = data["is_callable"] and not data["is_class"] if job["kind"] == "function" \
+            else data["is_layer_subclass"]
+        if gradable:
             data["signature"] = _signature(candidate)
             try:
                 inspect.signature(candidate).bind(**job["constructor_arguments"])
             except TypeError as exc:
                 data["signature_error"] = str(exc)
             except ValueError:
-                pass  # no signature to inspect: constructing will tell
+                pass  # no signature to inspect: calling will tell
             if data["signature_error"] is None:
                 cls = candidate
 

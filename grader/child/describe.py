@@ -46,6 +46,13 @@ def describe_layer(layer, registry: Registry) -> dict:
             kernel=_var(getattr(layer, "kernel", None), registry),
             bias=_var(getattr(layer, "bias", None), registry),
         )
+    elif kind == "Embedding":
+        record.update(
+            input_dim=int(layer.input_dim),
+            output_dim=int(layer.output_dim),
+            mask_zero=bool(getattr(layer, "mask_zero", False)),
+            embeddings=_var(getattr(layer, "embeddings", None), registry),
+        )
     elif kind == "MultiHeadAttention":
         record.update(
             num_heads=int(layer.num_heads),

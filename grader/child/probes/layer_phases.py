@@ -18,6 +18,33 @@ from ..tracing import CallTracer, Registry, to_numpy
 LAYER_NAME = "layer_under_test"
 
 
+def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
+    """Every phase for a layer that maps (batch, seq, embed_dim) to the same shape and
+    takes a (batch, seq) padding mask: the self-attention block and the encoder."""
+    x = np.asarray(job["inputs"], dtype="float32")
+    x_perturbed = np.asarray(job["inputs_perturbed"], dtype="float32")
+    mask = np.asarray(job["mask"], dtype=bool)
+    registry = Registry()
+
+    layer = construct(stream, cls, job["constructor_arguments"])
+    if layer is None:
+        return
+
+    def plain(layer):
+        return layer(x, training=False)
+
+    forward_ok = traced_forward(stream, layer, registry, plain)
+    traced_masked(
+        stream, layer, registry,
+        lambda layer: layer(x, mask=mask, training=False),
+        {"output_perturbed": lambda layer: layer(x_perturbed, mask=mask, training=False)},
+    )
+    config_round_trip(stream, layer, plain)
+    saving(stream, layer, scratch, [(x.shape[1:], "float32")], [x])
+    if forward_ok:
+        gradients(stream, layer, registry, plain, np.asarray(job["loss_weights"], "float32"), job["optimizer_steps"])
+
+
 def construct(stream, cls, sizes: dict):
     """Build the layer by keyword (with a name) and positionally; None if it cannot be built."""
     import keras

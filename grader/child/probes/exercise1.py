@@ -1,0 +1,43 @@
+"""Phases that exercise a student's ``PositionalEmbedding``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tracing import Registry
+from . import layer_phases as phases
+
+
+def run(cls, job: dict, stream, scratch: str) -> None:
+    import keras
+
+    tokens = np.asarray(job["tokens"], dtype="int32")
+    registry = Registry()
+    layer = phases.construct(stream, cls, job["constructor_arguments"])
+    if layer is None:
+        return
+
+    def plain(layer):
+        return layer(tokens)
+
+    forward_ok = phases.traced_forward(stream, layer, registry, plain)
+
+    with stream.phase("mask") as data:
+        data["mask"] = phases.tensor(layer.compute_mask(tokens))
+        data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
+
+    with stream.phase("functional") as data:
+        inputs = keras.Input(shape=(None,), dtype="int32")
+        outputs = layer(inputs)
+        symbolic_mask = getattr(outputs, "_keras_mask", None)
+        data["symbolic_mask_shape"] = None if symbolic_mask is None else [
+            None if d is None else int(d) for d in symbolic_mask.shape]
+        model = keras.Model(inputs, outputs)
+        data["output"] = phases.tensor(model(tokens, training=False))
+        data["eager_output"] = phases.tensor(layer(tokens))
+
+    phases.config_round_trip(stream, layer, plain)
+    phases.saving(stream, layer, scratch, [((tokens.shape[1],), "int32")], [tokens])
+    if forward_ok:
+        phases.gradients(stream, layer, registry, plain, np.asarray(job["loss_weights"], "float32"),
+                         job["optimizer_steps"])
