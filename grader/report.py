@@ -21,7 +21,7 @@ STATUS_STYLE = {
 }
 
 TOPIC_TITLES = {
-    "api": "API — the class and its signature",
+    "api": "API — names, signatures and shapes",
     "weights": "Weights — which variables exist",
     "gradients": "Gradients — what learns",
     "config": "Config — rebuilding and saving",

@@ -1,5 +1,9 @@
 """Generates the student's stubs from the solutions (the single source of truth).
 
+Solutions that build on earlier exercises carry those exercises' reference
+layers between ``# BEGIN PROVIDED LAYERS`` and ``# END PROVIDED LAYERS``;
+this module writes that block too, from the earlier solutions.
+
 Every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is
 replaced, at its indentation, by the stub nbgrader itself writes
 (``# YOUR CODE HERE`` / ``raise NotImplementedError()``); signatures,
@@ -20,6 +24,13 @@ from . import exercises
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
 STUB_LINES = ("# YOUR CODE HERE", "raise NotImplementedError()")
+
+
+PROVIDED_BEGIN = "# BEGIN PROVIDED LAYERS"
+PROVIDED_END = "# END PROVIDED LAYERS"
+# exercise -> the exercises whose reference layers its solution carries
+PROVIDED = {"exercise5": ("exercise1", "exercise3")}
+REGISTER = '@keras.saving.register_keras_serializable(package="transformer_exercises")'
 
 
 class MarkerError(ValueError):
@@ -47,13 +58,57 @@ def make_stub(solution: str) -> str:
     return "".join(out)
 
 
+def reference_layers(solution: str) -> str:
+    """A solution's classes, solved, markers dropped, registered for .keras loading."""
+    lines = solution.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("class "))
+    kept = []
+    for line in lines[start:]:
+        bare = line.rstrip("\n")
+        if BEGIN.match(bare) or END.match(bare):
+            continue
+        if line.startswith("class "):
+            kept.append(REGISTER + "\n")
+        kept.append(line)
+    return "".join(kept).strip("\n") + "\n"
+
+
+def with_provided_layers(solution: str, sources: list[str]) -> str:
+    """``solution`` with the block between the PROVIDED markers rewritten from ``sources``."""
+    before, found, rest = solution.partition(PROVIDED_BEGIN)
+    if not found:
+        raise MarkerError(f"no '{PROVIDED_BEGIN}' line")
+    header, found, after = rest.partition(PROVIDED_END)
+    if not found:
+        raise MarkerError(f"no '{PROVIDED_END}' line")
+    first_line = header.split("\n", 1)[0]
+    body = "\n\n".join(reference_layers(source) for source in sources)
+    return f"{before}{PROVIDED_BEGIN}{first_line}\n\n\n{body}\n\n{PROVIDED_END}{after}"
+
+
+def expected_solution(exercise) -> str:
+    """The solution as it must read: its provided layers up to date."""
+    text = exercise.solution.read_text(encoding="utf-8")
+    if exercise.id in PROVIDED:
+        sources = [exercises.get(i).solution.read_text(encoding="utf-8") for i in PROVIDED[exercise.id]]
+        text = with_provided_layers(text, sources)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.stubs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report drifted stubs instead of rewriting them")
     args = parser.parse_args(argv)
     drifted = []
     for exercise in exercises.EXERCISES.values():
-        stub = make_stub(exercise.solution.read_text(encoding="utf-8"))
+        solution = expected_solution(exercise)
+        if solution != exercise.solution.read_text(encoding="utf-8"):
+            if args.check:
+                drifted.append(str(exercise.solution))
+            else:
+                exercise.solution.write_text(solution, encoding="utf-8")
+                print(f"wrote {exercise.solution}")
+        stub = make_stub(solution)
         current = exercise.stub.read_text(encoding="utf-8") if exercise.stub.exists() else None
         if current == stub:
             continue
@@ -63,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             exercise.stub.write_text(stub, encoding="utf-8")
             print(f"wrote {exercise.stub}")
     if drifted:
-        print("stubs out of date with their solutions (run python -m grader.stubs):", *drifted, sep="\n  ")
+        print("out of date with the solutions (run python -m grader.stubs):", *drifted, sep="\n  ")
         return 1
     return 0
 

@@ -101,3 +101,38 @@ def attention_block_variants(x, parts, attention_mask=None) -> dict[str, np.ndar
         "no_norm": x + attend(x),
         "pre_norm": x + attend(norm(x)),
     }
+
+
+def decoder_variants(x, encoder, parts) -> dict[str, np.ndarray]:
+    """The post-norm decoder block (causal self-attention, cross-attention,
+    feed-forward) and the common ways of getting it wrong."""
+
+    def norm(which, z):
+        p = parts[which]
+        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
+
+    def ffn(z):
+        return dense(dense(z, parts["ffn1"]["kernel"], parts["ffn1"]["bias"], "relu"),
+                     parts["ffn2"]["kernel"], parts["ffn2"]["bias"])
+
+    length = x.shape[1]
+    causal = np.broadcast_to(np.tril(np.ones((length, length), dtype=bool)), (x.shape[0], length, length))
+
+    def block(causal_self=True, cross_query=None, cross_value=None, self_residual=True, cross_residual=True,
+              ffn_residual=True):
+        a1 = attention(x, x, parts["attention_1"], causal if causal_self else None)
+        h1 = norm("norm1", x + a1 if self_residual else a1)
+        query = h1 if cross_query is None else cross_query
+        a2 = attention(query, encoder if cross_value is None else cross_value(h1), parts["attention_2"])
+        h2 = norm("norm2", h1 + a2 if cross_residual else a2)
+        return norm("norm3", h2 + ffn(h2) if ffn_residual else ffn(h2))
+
+    return {
+        "correct": block(),
+        "not_causal": block(causal_self=False),
+        "cross_query_from_inputs": block(cross_query=x),
+        "cross_attends_to_decoder": block(cross_value=lambda h1: h1),
+        "no_self_residual": block(self_residual=False),
+        "no_cross_residual": block(cross_residual=False),
+        "no_ffn_residual": block(ffn_residual=False),
+    }
