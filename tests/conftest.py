@@ -25,17 +25,35 @@ def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, setti
 
 
 @pytest.fixture(scope="session")
-def exercise3_verdicts(tmp_path_factory):
-    """Verdicts for the solution, the stub, and every mistake and variant of the catalog."""
+def catalog_verdicts(tmp_path_factory):
+    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants,
+    graded in one batch."""
     from grader import exercises
+    from grader.grading import Grading
 
-    from .exercise3_catalog import MISTAKES, VARIANTS
+    from .catalog import catalog
 
-    exercise = exercises.get("exercise3")
-    sources = {
-        "solution": exercise.solution.read_text(encoding="utf-8"),
-        "stub": exercise.stub.read_text(encoding="utf-8"),
-    }
-    sources.update({f"mistake_{m.name}": m.source for m in MISTAKES})
-    sources.update({f"variant_{v.name}": v.source for v in VARIANTS})
-    return grade_sources("exercise3", sources, tmp_path_factory.mktemp("exercise3"))
+    folder = tmp_path_factory.mktemp("catalog")
+    items = []
+    for exercise in exercises.EXERCISES.values():
+        mistakes, variants = catalog(exercise.id)
+        sources = {"solution": exercise.solution.read_text(encoding="utf-8"),
+                   "stub": exercise.stub.read_text(encoding="utf-8")}
+        sources.update({f"mistake_{m.name}": m.source for m in mistakes})
+        sources.update({f"variant_{v.name}": v.source for v in variants})
+        (folder / exercise.id).mkdir()
+        for name, source in sources.items():
+            path = folder / exercise.id / f"{name}.py"
+            path.write_text(source, encoding="utf-8")
+            items.append((exercise.id, name, path))
+    verdicts = {}
+    pending: list = []
+    for index, (exercise_id, name, path) in enumerate(items):
+        pending.append(((exercise_id, name), Grading(exercise_id, path)))
+        if len(pending) >= JOBS or index == len(items) - 1:
+            key, grading = pending.pop(0)
+            verdicts[key] = grading.finish()
+    while pending:
+        key, grading = pending.pop(0)
+        verdicts[key] = grading.finish()
+    return verdicts

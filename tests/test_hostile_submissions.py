@@ -217,7 +217,7 @@ def test_scratch_folders_are_removed_and_the_file_is_untouched(tmp_path, monkeyp
 
 
 def test_ten_gradings_give_ten_identical_verdicts(tmp_path):
-    from .exercise3_catalog import MISTAKES
+    from .catalog.exercise3 import MISTAKES
 
     sources = {f"copy{i}": MISTAKES[0].source for i in range(10)}
     verdicts = grade_sources("exercise3", sources, tmp_path)

@@ -47,7 +47,7 @@ def test_passed_checks_show_no_message_and_praise():
 
 
 def test_repeated_skip_reasons_are_shown_once():
-    reason = "Not checked: your layer failed earlier (see check api.constructor)."
+    reason = "Not checked: your code failed earlier (see check api.constructor)."
     verdict = summarise("exercise3", "x.py", [
         check("api.constructor", "failed", message="Observed: x\nExpected: y\nWhy it matters: z"),
         check("weights.two_norms", "skipped", message=reason),

@@ -22,9 +22,9 @@ def test_check_mode_reports_no_drift(capsys):
 def test_stub_keeps_signatures_and_docstrings_but_no_solution(exercise):
     stub = exercise.stub.read_text(encoding="utf-8")
     assert "BEGIN SOLUTION" not in stub and "END SOLUTION" not in stub
-    assert f"class {exercise.class_name}(" in stub
+    assert f"{'class' if exercise.kind == 'layer' else 'def'} {exercise.target}(" in stub
     assert "raise NotImplementedError()" in stub
-    assert exercise.instructions.is_file()
+    assert exercise.instructions.is_file() and exercise.hints.is_file()
 
 
 def test_regions_are_replaced_at_their_indentation():

@@ -624,13 +624,29 @@ def assert_mask_propagates(data: dict, padding: np.ndarray) -> None:
 
 # --------------------------------------------------------------------------- forward
 
+
+def self_attention_inputs(event: dict, what: str):
+    """A check that attention got the call's first argument as query and value."""
+
+    def check():
+        if event.get("query_source") != 0 or event.get("value_source") != 0:
+            fail(
+                f"MultiHeadAttention was not given the {what}'s inputs as both query and value.",
+                "self-attention: attention(inputs, inputs).",
+                "Self-attention lets every position look at the other positions of the same sequence.",
+            )
+
+    return check
+
+
 ATOL = 2e-4
 RTOL = 1e-3
 
 
 def assert_matches_reference(output, variants: dict, messages: dict, expected: str, why: str,
-                             correct: str = "correct", where: np.ndarray | None = None) -> None:
-    """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which."""
+                             correct: str = "correct", where: np.ndarray | None = None, otherwise=None) -> None:
+    """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which;
+    else call ``otherwise()`` (which may fail with a more specific message) before failing generally."""
     if isinstance(output, dict):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
 
@@ -646,6 +662,8 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
     for name, text in messages.items():
         if close(output, variants[name]):
             fail(f"your output matches a layer in which {text}.", expected, why)
+    if otherwise is not None:
+        otherwise()
     reference = variants[correct]
     diff = np.abs(output - reference).max() if output.shape == reference.shape else float("nan")
     fail(

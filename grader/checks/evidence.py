@@ -20,6 +20,11 @@ PHASE_WORDS = {
     "config": "in the get_config / from_config round trip",
     "saving": "while saving to or loading from a .keras file",
     "gradients": "while computing gradients",
+    "causal": "when called on inputs with changed later positions",
+    "functional": "when used in a functional model on keras.Input",
+    "build": "when build_classifier was called",
+    "predict": "when the model was called on token ids",
+    "training": "while the model was trained",
 }
 
 
@@ -98,7 +103,7 @@ class Evidence:
         if blocker:
             phase, check_id = blocker
             raise pytest.skip.Exception(
-                f"Not checked: your layer failed earlier, {PHASE_WORDS.get(phase, phase)} "
+                f"Not checked: your code failed earlier, {PHASE_WORDS.get(phase, phase)} "
                 f"(see check {check_id})."
             )
         if self.run.timed_out:
@@ -124,9 +129,9 @@ class Evidence:
         where = PHASE_WORDS.get(phase, f"in phase {phase}")
         kind = error.get("type", "an error")
         if phase in self._reported:
-            return f"Your layer raised {kind} {where} (the details are under check {self._reported[phase]})."
+            return f"Your code raised {kind} {where} (the details are under check {self._reported[phase]})."
         self._reported[phase] = check_id or "above"
-        return format_student_error(f"Your layer raised {kind} {where}", error)
+        return format_student_error(f"Your code raised {kind} {where}", error)
 
 
 def format_student_error(headline: str, error: dict) -> str:

@@ -16,7 +16,7 @@ from .common import (  # noqa: F401  (fixtures are used by name)
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
     attention_params, attention_shapes, config, config_phase, dense_params, dims, forward, gradients, job,
-    key_biases, mask_event, norm_params, structure,
+    key_biases, mask_event, norm_params, self_attention_inputs, structure,
 )
 from .reference import encoder_variants
 
@@ -183,12 +183,6 @@ def check_post_norm(structure, forward, job):
             "The post-norm encoder is norm1(x + attention(x, x)), then norm2(h + ffn(h)).",
         )
     event = attention_calls[0]
-    if event.get("query_source") != 0 or event.get("value_source") != 0:
-        fail(
-            "MultiHeadAttention was not given the encoder's inputs as both query and value.",
-            "self-attention: attention(inputs, inputs).",
-            "In an encoder every position attends to the other positions of the same sequence.",
-        )
     parts = {
         "attention": attention_params(structure.layer(event)),
         "ffn1": dense_params(structure.layer(dense_calls[0])),
@@ -201,5 +195,5 @@ def check_post_norm(structure, forward, job):
         forward["output"], variants, VARIANT_MESSAGES, POST_NORM,
         "Residual connections let each block learn a correction to its input and keep "
         "gradients flowing; post-norm normalises each residual sum.",
-        correct="post_norm",
+        correct="post_norm", otherwise=self_attention_inputs(event, "encoder"),
     )

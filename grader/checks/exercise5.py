@@ -8,8 +8,10 @@ from . import check, fail
 from .common import assert_masks_keys, dims, job  # noqa: F401  (fixtures are used by name)
 
 POOLING_WHY = (
+    "Padding must be masked all the way: in the encoder's attention and in the pooling. "
     "GlobalMaxPooling1D and Flatten ignore the mask, so the padded positions' outputs enter the "
-    "prediction; GlobalAveragePooling1D averages over the real positions only."
+    "prediction; GlobalAveragePooling1D averages over the real positions only. A layer that does "
+    "not support masking (such as Lambda) drops the mask for every layer after it."
 )
 
 
@@ -51,12 +53,12 @@ def check_layers(evidence, dims):
     attention = [layer for layer in layers if layer["class"] == "MultiHeadAttention"]
     norms = [layer for layer in layers if layer["class"] == "LayerNormalization"]
     wanted = sorted([dims["vocab_size"], dims["sequence_length"]])
-    if tables != wanted or len(attention) != 1 or len(norms) != 2:
+    if tables != wanted or not attention or len(norms) != 2 * len(attention):
         fail(
             f"embedding tables with {tables} rows, {len(attention)} attention and {len(norms)} norm layer(s) "
             "were used.",
-            f"PositionalEmbedding(sequence_length, vocab_size, embed_dim) (tables of {wanted} rows) and one "
-            "TransformerEncoder (one attention, two norms).",
+            f"PositionalEmbedding(sequence_length, vocab_size, embed_dim) (tables of {wanted} rows) and a "
+            "TransformerEncoder (one attention and two norms each).",
             "The classifier is the chapter's layers put together.",
         )
 
@@ -71,8 +73,9 @@ def check_end_to_end(evidence, job):
         fail(
             "the encoder's attention received no mask.",
             "the embedding's mask (tokens != 0) passed by Keras to the encoder's call, and on to attention.",
-            "In a functional model Keras hands each layer the mask of its input; that only works if "
-            "the embedding computes one and the encoder takes mask= and passes it to attention.",
+            "In a functional model Keras hands each layer the mask of its input. That only works if "
+            "the embedding computes one, every layer in between supports masking (a Lambda layer "
+            "does not: Keras warns that it destroys the mask) and the encoder passes it to attention.",
         )
     assert_masks_keys(evidence, events[0] if events else None,
                       np.broadcast_to(padding[:, None, :], (batch, seq, seq)), padding, "mask")

@@ -1,18 +1,16 @@
-"""Student mistakes and correct variants of exercise 3, written as edits of the solution.
-
-Each mistake names the checks that must fail (and so the topic they must fail
-on) and a phrase the first of them must say. Each variant must pass every
-check. An edit whose text is not found exactly once in the solution is an
-error, so the catalog cannot silently drift from the solution.
-"""
+"""Mistakes and correct variants of exercise 3, the Transformer encoder."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from . import Mistake, Variant, solution
+from . import edit as _edit
 
-from grader import exercises
+SOLUTION = solution("exercise3")
 
-SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+
+def edit(*replacements, prefix=""):
+    return _edit(SOLUTION, *replacements, prefix=prefix)
+
 
 INIT_BODY = """        super().__init__(**kwargs)
         self.embed_dim = embed_dim
@@ -41,27 +39,14 @@ CALL_BODY = """        if mask is not None:
 """
 
 
-def edit(*replacements: tuple[str, str], prefix: str = "") -> str:
-    text = SOLUTION
-    for old, new in replacements:
-        count = text.count(old)
-        if count != 1:
-            raise ValueError(f"edit target found {count} times in the solution: {old!r}")
-        text = text.replace(old, new)
-    if prefix:
-        text = text.replace("import keras\n", prefix + "import keras\n", 1)
-    return text
-
-
-@dataclass(frozen=True)
-class Mistake:
-    name: str
-    source: str
-    failing: tuple[str, ...]  # check ids that must fail; the first must mention `says`
-    says: str
-
-
 MISTAKES = [
+    Mistake(
+        "keyword_only_constructor",
+        edit(("def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
+              "def __init__(self, *, embed_dim, dense_dim, num_heads, **kwargs):")),
+        ("api.constructor",),
+        "TransformerEncoder(8, 16, 2) raised",
+    ),
     Mistake(
         "shared_norm",
         edit(("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")),
@@ -255,12 +240,6 @@ class TiedNorm(_keras.layers.LayerNormalization):
         "no gradient for",
     ),
 ]
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    source: str
-
 
 VARIANTS = [
     Variant(

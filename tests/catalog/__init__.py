@@ -1,0 +1,52 @@
+"""Student mistakes and correct variants of each exercise, written as edits of its solution.
+
+Each mistake names the checks that must fail (and so the topic they must fail
+on) and a phrase the first of them must say. Each variant must pass every
+check. An edit whose text is not found exactly once in the solution is an
+error, so a catalog cannot silently drift from its solution.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from grader import exercises
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str
+    source: str
+    failing: tuple[str, ...]  # check ids that must fail; the first must mention `says`
+    says: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    source: str
+
+
+def solution(exercise_id: str) -> str:
+    return exercises.get(exercise_id).solution.read_text(encoding="utf-8")
+
+
+def edit(text: str, *replacements: tuple[str, str], prefix: str = "") -> str:
+    for old, new in replacements:
+        count = text.count(old)
+        if count != 1:
+            raise ValueError(f"edit target found {count} times in the solution: {old!r}")
+        text = text.replace(old, new)
+    if prefix:
+        text = text.replace("import keras\n", prefix + "import keras\n", 1)
+    return text
+
+
+def catalog(exercise_id: str):
+    """(MISTAKES, VARIANTS) of an exercise."""
+    module = importlib.import_module(f"tests.catalog.{exercise_id}")
+    return module.MISTAKES, module.VARIANTS
+
+
+CATALOGUED = [e for e in exercises.EXERCISES]

@@ -1,0 +1,88 @@
+"""Mistakes and correct variants of exercise 5, the text classifier."""
+
+from __future__ import annotations
+
+from . import Mistake, Variant, solution
+from . import edit as _edit
+
+SOLUTION = solution("exercise5")
+
+
+def edit(*replacements, prefix=""):
+    return _edit(SOLUTION, *replacements, prefix=prefix)
+
+
+POOL = "x = layers.GlobalAveragePooling1D()(x)"
+ENCODE = "x = TransformerEncoder(embed_dim, dense_dim, num_heads)(x)"
+OUTPUT = 'outputs = layers.Dense(1, activation="sigmoid")(x)'
+RETURN = "return keras.Model(inputs, outputs)"
+
+MISTAKES = [
+    Mistake(
+        "returns_the_output_tensor",
+        edit((RETURN, "return outputs")),
+        ("api.model",),
+        "build_classifier returned a KerasTensor",
+    ),
+    Mistake(
+        "two_class_softmax",
+        edit((OUTPUT, 'outputs = layers.Dense(2, activation="softmax")(x)')),
+        ("api.model",),
+        "probabilities of shape (64, 1)",
+    ),
+    Mistake(
+        "no_encoder",
+        edit((ENCODE, "")),
+        ("weights.layers",),
+        "0 attention and 0 norm layer(s)",
+    ),
+    Mistake(
+        "max_pooling_like_the_book",
+        edit((POOL, "x = layers.GlobalMaxPooling1D()(x)")),
+        ("mask.padding_invariance",),
+        "changing the embedding of the padding token",
+    ),
+    Mistake(
+        "lambda_layer_drops_the_mask",
+        edit(("x = PositionalEmbedding(sequence_length, vocab_size, embed_dim)(inputs)",
+              "x = PositionalEmbedding(sequence_length, vocab_size, embed_dim)(inputs)\n"
+              "    x = layers.Lambda(lambda t: t * 2.0)(x)")),
+        ("mask.end_to_end", "mask.padding_invariance"),
+        "the encoder's attention received no mask",
+    ),
+    Mistake(
+        "frozen_model",
+        edit((RETURN, "model = keras.Model(inputs, outputs)\n    model.trainable = False\n    return model")),
+        ("gradients.training",),
+        "binary cross-entropy went from",
+    ),
+    Mistake(
+        "unregistered_custom_layer",
+        edit((POOL, POOL + "\n    x = Scale()(x)"), (
+            "def build_classifier(",
+            "class Scale(layers.Layer):\n    def call(self, x):\n        return x * 1.0\n\n\ndef build_classifier(")),
+        ("config.keras_file",),
+        "could not find your layer classes",
+    ),
+]
+
+VARIANTS = [
+    Variant(
+        "sequential_without_dropout",
+        edit((SOLUTION[SOLUTION.index("    inputs = keras.Input"):SOLUTION.index("    ### END SOLUTION\n", SOLUTION.index("    inputs = keras.Input"))],
+              """    return keras.Sequential(
+        [
+            keras.Input(shape=(sequence_length,), dtype="int32"),
+            PositionalEmbedding(sequence_length, vocab_size, embed_dim),
+            TransformerEncoder(embed_dim, dense_dim, num_heads),
+            layers.GlobalAveragePooling1D(),
+            layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+""")),
+    ),
+    Variant(
+        "two_stacked_encoders",
+        edit((ENCODE, ENCODE + "\n    " + ENCODE)),
+    ),
+]
