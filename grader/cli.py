@@ -1,7 +1,8 @@
-"""The ``grade`` command: a thin wrapper over grading.grade and the report.
+"""The ``grade`` command: thin wrappers over the grading API, the report and the student tools.
 
-    grade EXERCISE [--submission PATH] [--json] [--seed N] [--timeout S] [--memory MB]
+    grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
     grade list [--json]
+    grade hint EXERCISE [--all] [--reset]
 """
 
 from __future__ import annotations
@@ -16,24 +17,39 @@ from . import exercises
 from .verdict import EXIT_ERROR
 
 USAGE = """\
-grade EXERCISE [--submission PATH] [--json] [--seed N] [--timeout SECONDS] [--memory MB]
-       grade list [--json]"""
+grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
+       grade list [--json]
+       grade hint EXERCISE [--all] [--reset]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
 exercises/exercise3.py and shows what passed, what failed and why.
-`grade list` lists the exercises."""
+
+  grade list            every exercise, its state and what to do next
+  grade hint exercise3  the next hint for an exercise (--all for all of them)"""
 
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
-environment: GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of --timeout and --memory."""
+environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of --seed,
+--timeout and --memory; GRADE_STATE_DIR says where progress and hints are remembered."""
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "list":
         return list_command(argv[1:])
+    if argv and argv[0] == "hint":
+        return hint_command(argv[1:])
     return grade_command(argv)
+
+
+def _exercise_choice(parser: argparse.ArgumentParser, value: str):
+    if value not in exercises.EXERCISES:
+        parser.error(f"unknown exercise {value!r}; choose from {', '.join(exercises.EXERCISES)}")
+    return exercises.get(value)
+
+
+# --------------------------------------------------------------------------- grade
 
 
 def _grade_parser() -> argparse.ArgumentParser:
@@ -41,10 +57,12 @@ def _grade_parser() -> argparse.ArgumentParser:
         prog="grade", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}; or `list`")
+    parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}")
     parser.add_argument("--submission", type=Path, metavar="PATH",
                         help="grade this .py file or .ipynb notebook instead of your working copy")
     parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
+    parser.add_argument("--watch", action="store_true",
+                        help="grade again every time the file is saved (Ctrl-C to stop)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="wall-clock limit for running the submission (default 120)")
@@ -83,28 +101,67 @@ def resolve_settings(args, parser):
 def grade_command(argv: list[str]) -> int:
     parser = _grade_parser()
     args = parser.parse_args(argv)
-    if args.exercise not in exercises.EXERCISES:
-        parser.error(f"unknown exercise {args.exercise!r}; choose from {', '.join(exercises.EXERCISES)} (or `list`)")
+    exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
-    exercise = exercises.get(args.exercise)
-    submission = args.submission or find_working_copy(exercise)
+    submission = (args.submission or find_working_copy(exercise)).resolve()
+    if args.json and args.watch:
+        parser.error("--watch shows the report after each save; it cannot be combined with --json")
 
+    from . import progress
     from .grading import grade
 
     if args.json:
         verdict = grade(exercise.id, submission, settings)
+        progress.record_verdict(verdict)
         print(json.dumps(verdict.to_json(), indent=2))
         return verdict.exit_code
 
     from rich.console import Console
 
+    console = Console()
+    if args.watch:
+        return watch(exercise, submission, settings, console)
+    return grade_and_show(exercise, submission, settings, console).exit_code
+
+
+def grade_and_show(exercise, submission: Path, settings, console):
+    from . import progress
+    from .grading import grade
     from .report import render
 
-    console = Console()
     with console.status(f"Grading {submission} …", spinner="dots"):
         verdict = grade(exercise.id, submission, settings)
+    progress.record_verdict(verdict)
     console.print(render(verdict))
+    return verdict
+
+
+def watch(exercise, submission: Path, settings, console) -> int:
+    """Grade now, then again after every save of ``submission``, until Ctrl-C."""
+    from watchfiles import watch as watch_files
+
+    if not submission.parent.is_dir():
+        console.print(f"[red]Cannot watch {submission}: its folder does not exist.[/red]")
+        return EXIT_ERROR
+    verdict = grade_and_show(exercise, submission, settings, console)
+    _waiting(console, submission)
+    try:
+        for _changes in watch_files(
+            submission.parent,
+            watch_filter=lambda _change, path: Path(path).resolve() == submission,
+            raise_interrupt=False,
+        ):
+            console.clear()
+            verdict = grade_and_show(exercise, submission, settings, console)
+            _waiting(console, submission)
+    except KeyboardInterrupt:
+        pass
     return verdict.exit_code
+
+
+def _waiting(console, submission: Path) -> None:
+    console.print(f"[dim]Watching {submission} — save it to grade again, Ctrl-C to stop.[/dim]")
+    console.file.flush()
 
 
 def find_working_copy(exercise) -> Path:
@@ -117,9 +174,18 @@ def find_working_copy(exercise) -> Path:
     return exercise.stub
 
 
+# --------------------------------------------------------------------------- list
+
+
 def list_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="grade list", description="List the exercises.")
-    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser = argparse.ArgumentParser(
+        prog="grade list",
+        description="List the exercises with the state of your working copies: not started, "
+                    "failing or passed, the score, and what to do next. Files edited since their "
+                    "last grading are graded now.",
+    )
+    parser.add_argument("--json", action="store_true",
+                        help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
     args = parser.parse_args(argv)
     rows = [
         {"id": e.id, "title": e.title, "stub": str(find_working_copy(e).resolve()), "solution": str(e.solution)}
@@ -128,24 +194,89 @@ def list_command(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+
     from rich.console import Console
-    from rich.table import Table
 
-    from .stubs import make_stub
+    from .report import progress_table
 
-    table = Table(title="Transformer exercises", title_justify="left")
-    for column in ("id", "title", "state"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("file to edit", overflow="fold")
-    for exercise, row in zip(exercises.EXERCISES.values(), rows):
-        working = Path(row["stub"])
-        untouched = working.is_file() and working.read_text(encoding="utf-8") == make_stub(
-            exercise.solution.read_text(encoding="utf-8")
-        )
-        state = "not started" if untouched else "edited"
-        table.add_row(row["id"], row["title"], state, row["stub"])
-    Console().print(table)
-    print(f"Grade one with: grade {next(iter(exercises.EXERCISES))}")
+    console = Console()
+    states = exercise_states(console)
+    console.print(progress_table(states))
+    return 0
+
+
+def exercise_states(console) -> list[dict]:
+    """One row per exercise: state, score and next step, grading files not yet graded as they are."""
+    from . import progress
+    from .grading import grade_pairs
+    from .stubs import expected_solution, make_stub
+
+    states, to_grade = [], {}
+    for exercise in exercises.EXERCISES.values():
+        path = find_working_copy(exercise).resolve()
+        row = {"id": exercise.id, "title": exercise.title, "path": str(path)}
+        if not path.is_file():
+            row.update(state="missing", next=f"restore {path}")
+        elif path.read_text(encoding="utf-8", errors="replace") == make_stub(expected_solution(exercise)):
+            row.update(state="not started", next=f"start with {exercise.instructions.name}")
+        elif (last := progress.last_verdict(path)) is not None:
+            row.update(state=_state(last["status"]), score=(last["score"], last["max_score"]), next=last["next"])
+        else:
+            to_grade[exercise.id] = path
+        states.append(row)
+    if to_grade:
+        with console.status(f"Grading {len(to_grade)} edited exercise(s) …", spinner="dots"):
+            for _, _, verdict in grade_pairs(list(to_grade.items())):
+                progress.record_verdict(verdict)
+        for row in states:
+            if row["id"] in to_grade:
+                last = progress.last_verdict(Path(row["path"])) or {"status": "error", "score": 0,
+                                                                     "max_score": 0, "next": "grade it"}
+                row.update(state=_state(last["status"]), score=(last["score"], last["max_score"]),
+                           next=last["next"])
+    return states
+
+
+def _state(status: str) -> str:
+    return {"passed": "passed", "failed": "failing", "error": "cannot be graded"}.get(status, status)
+
+
+# --------------------------------------------------------------------------- hint
+
+
+def hint_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade hint",
+        description="Show the next hint for an exercise; each call shows one more.",
+    )
+    parser.add_argument("exercise", help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--all", action="store_true", help="show every hint at once")
+    parser.add_argument("--reset", action="store_true", help="start again from the first hint")
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    from . import progress
+    from .hints import read_hints
+
+    hints = read_hints(exercise.hints)
+    console = Console()
+    if args.reset:
+        progress.reset_hints(exercise.id)
+        if not args.all:
+            console.print(f"Hints for {exercise.id} start again from hint 1.")
+            return 0
+    shown = range(len(hints)) if args.all else [progress.next_hint(exercise.id, len(hints))]
+    for index in shown:
+        console.print(Panel(Markdown(hints[index]), title=f"{exercise.id} — hint {index + 1} of {len(hints)}",
+                            title_align="left", border_style="cyan"))
+    if not args.all:
+        last = shown[-1] + 1 == len(hints)
+        console.print("[dim]That was the last hint.[/dim]" if last else
+                      f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
     return 0
 
 

@@ -104,15 +104,22 @@ def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -
 
 
 def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2):
-    """Yield (submission, verdict) in order, with up to ``jobs`` children running at once.
-    Checks run one submission at a time in this process."""
+    """Yield (submission, verdict) in order, with up to ``jobs`` children running at once."""
+    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs):
+        yield path, verdict
+
+
+def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2):
+    """Yield (exercise_id, submission, verdict) for (exercise_id, submission) items, in order,
+    with up to ``jobs`` children running at once; checks run one submission at a time here."""
     pending: list[Grading] = []
-    queue = list(submissions)
+    queue = list(items)
     while queue or pending:
         while queue and len(pending) < max(1, jobs):
-            pending.append(Grading(exercise_id, queue.pop(0), settings))
+            exercise_id, submission = queue.pop(0)
+            pending.append(Grading(exercise_id, submission, settings))
         grading = pending.pop(0)
-        yield grading.path, grading.finish()
+        yield grading.exercise.id, grading.path, grading.finish()
 
 
 def _ungradable(run: ChildRun, exercise) -> str | None:

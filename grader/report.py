@@ -144,3 +144,23 @@ def summary(verdict: Verdict) -> RenderableType:
 
 def _num(value: float) -> str:
     return f"{value:g}"
+
+
+STATE_STYLE = {"passed": "green", "failing": "red", "cannot be graded": "magenta", "not started": "dim",
+               "missing": "magenta"}
+
+
+def progress_table(states: list[dict]) -> RenderableType:
+    """``grade list``: one row per exercise with its state, score and next step."""
+    table = Table(title="Transformer exercises", title_justify="left", expand=True)
+    table.add_column("exercise", no_wrap=True)
+    table.add_column("title", ratio=1)
+    table.add_column("state", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("next", ratio=2, overflow="fold")
+    for row in states:
+        score = f"{_num(row['score'][0])}/{_num(row['score'][1])}" if row.get("score") else ""
+        style = STATE_STYLE.get(row["state"], "white")
+        table.add_row(row["id"], row["title"], Text(row["state"], style=style), score, row["next"])
+    done = sum(row["state"] == "passed" for row in states)
+    return Group(table, Text(f"{done} of {len(states)} exercises passed.", style="bold"))

@@ -29,7 +29,6 @@ def catalog_verdicts(tmp_path_factory):
     """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants,
     graded in one batch."""
     from grader import exercises
-    from grader.grading import Grading
 
     from .catalog import catalog
 
@@ -46,14 +45,10 @@ def catalog_verdicts(tmp_path_factory):
             path = folder / exercise.id / f"{name}.py"
             path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
-    verdicts = {}
-    pending: list = []
-    for index, (exercise_id, name, path) in enumerate(items):
-        pending.append(((exercise_id, name), Grading(exercise_id, path)))
-        if len(pending) >= JOBS or index == len(items) - 1:
-            key, grading = pending.pop(0)
-            verdicts[key] = grading.finish()
-    while pending:
-        key, grading = pending.pop(0)
-        verdicts[key] = grading.finish()
-    return verdicts
+    from grader.grading import grade_pairs
+
+    names = {path.resolve(): name for _, name, path in items}
+    return {
+        (exercise_id, names[path]): verdict
+        for exercise_id, path, verdict in grade_pairs([(e, p) for e, _, p in items], jobs=JOBS)
+    }

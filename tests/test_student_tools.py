@@ -1,0 +1,127 @@
+"""`grade list`, `grade hint` and `grade EXERCISE --watch`, as a student uses them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import exercises
+from grader.hints import read_hints
+
+ROOT = exercises.PROJECT_ROOT
+
+
+def run(*args, cwd, state):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="160", GRADE_STATE_DIR=str(state))
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A student's clone: every stub, exercise 2 solved, exercise 3 with a shared norm."""
+    folder = tmp_path / "clone"
+    shutil.copytree(ROOT / "exercises", folder / "exercises")
+    shutil.copy(ROOT / "solutions" / "exercise2.py", folder / "exercises" / "exercise2.py")
+    broken = (ROOT / "solutions" / "exercise3.py").read_text(encoding="utf-8").replace(
+        "self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
+    (folder / "exercises" / "exercise3.py").write_text(broken, encoding="utf-8")
+    return folder
+
+
+def test_list_shows_state_score_and_next_step(workspace, tmp_path):
+    result = run("list", cwd=workspace, state=tmp_path / "state")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│ exercise" in line}
+    assert "not started" in lines["exercise1"] and "exercise1.md" in lines["exercise1"]
+    assert "passed" in lines["exercise2"] and "19/19" in lines["exercise2"]
+    assert "failing" in lines["exercise3"] and "weights.two_norms" in lines["exercise3"]
+    assert "1 of 5 exercises passed" in result.stdout
+    again = run("list", cwd=workspace, state=tmp_path / "state")  # remembered: nothing to grade
+    assert again.stdout == result.stdout
+
+
+def test_list_grades_a_file_again_once_it_changes(workspace, tmp_path):
+    state = tmp_path / "state"
+    run("list", cwd=workspace, state=state)
+    shutil.copy(ROOT / "solutions" / "exercise3.py", workspace / "exercises" / "exercise3.py")
+    result = run("list", cwd=workspace, state=state)
+    assert "2 of 5 exercises passed" in result.stdout
+
+
+def test_hints_come_one_at_a_time(tmp_path):
+    state = tmp_path / "state"
+    hints = read_hints(exercises.get("exercise3").hints)
+    first = run("hint", "exercise3", cwd=tmp_path, state=state)
+    second = run("hint", "exercise3", cwd=tmp_path, state=state)
+    assert "hint 1 of" in first.stdout and "hint 2 of" in second.stdout
+    assert hints[0].split()[1] in first.stdout
+    every = run("hint", "exercise3", "--all", cwd=tmp_path, state=state)
+    assert all(f"hint {i} of {len(hints)}" in every.stdout for i in range(1, len(hints) + 1))
+    run("hint", "exercise3", "--reset", cwd=tmp_path, state=state)
+    assert "hint 1 of" in run("hint", "exercise3", cwd=tmp_path, state=state).stdout
+
+
+def test_the_last_hint_repeats_and_says_so(tmp_path):
+    state = tmp_path / "state"
+    count = len(read_hints(exercises.get("exercise1").hints))
+    for _ in range(count + 1):
+        result = run("hint", "exercise1", cwd=tmp_path, state=state)
+    assert f"hint {count} of {count}" in result.stdout and "last hint" in result.stdout
+
+
+@pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
+def test_every_exercise_has_hints(exercise):
+    assert len(read_hints(exercises.get(exercise).hints)) >= 3
+
+
+def test_unknown_exercise_for_hints(tmp_path):
+    result = run("hint", "exercise9", cwd=tmp_path, state=tmp_path)
+    assert result.returncode == 2 and "unknown exercise" in result.stderr
+
+
+def test_watch_grades_again_after_each_save(tmp_path):
+    import queue
+    import threading
+
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(exercises.get("exercise3").stub.read_text(encoding="utf-8"), encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(tmp_path / "state"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grader", "exercise3", "--submission", str(submission), "--watch"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    seen: list[str] = []
+
+    def read_until(marker: str, count: int, limit: float = 120):
+        deadline = time.monotonic() + limit
+        while sum(marker in line for line in seen) < count:
+            try:
+                seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError("no report in time:\n" + "".join(seen)[-3000:]) from None
+
+    try:
+        read_until("Watching", 1)
+        assert any("Score 0/23" in line for line in seen)
+        shutil.copy(ROOT / "solutions" / "exercise3.py", submission)
+        read_until("Watching", 2)
+        assert any("Score 23/23" in line for line in seen)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    assert process.returncode == 0  # the last grading passed
+
+
+def test_watch_and_json_do_not_mix(tmp_path):
+    result = run("exercise3", "--watch", "--json", cwd=tmp_path, state=tmp_path)
+    assert result.returncode == 2 and "--watch" in result.stderr
