@@ -3,6 +3,7 @@
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
+    grade nbgrader-course DIR [--force]
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from .verdict import EXIT_ERROR
 USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
        grade list [--json]
-       grade hint EXERCISE [--all] [--reset]"""
+       grade hint EXERCISE [--all] [--reset]
+       grade nbgrader-course DIR [--force]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
 exercises/exercise3.py and shows what passed, what failed and why.
 
   grade list            every exercise, its state and what to do next
-  grade hint exercise3  the next hint for an exercise (--all for all of them)"""
+  grade hint exercise3  the next hint for an exercise (--all for all of them)
+  grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)"""
 
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
@@ -40,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return list_command(argv[1:])
     if argv and argv[0] == "hint":
         return hint_command(argv[1:])
+    if argv and argv[0] == "nbgrader-course":
+        return course_command(argv[1:])
     return grade_command(argv)
 
 
@@ -277,6 +282,40 @@ def hint_command(argv: list[str]) -> int:
         last = shown[-1] + 1 == len(hints)
         console.print("[dim]That was the last hint.[/dim]" if last else
                       f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
+    return 0
+
+
+# --------------------------------------------------------------------------- nbgrader
+
+
+def course_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade nbgrader-course",
+        description="Write an nbgrader course folder: nbgrader_config.py and source/<exercise>/<exercise>.ipynb "
+                    "for every exercise. Then, in that folder: nbgrader generate_assignment exercise3, and "
+                    "after collecting: nbgrader autograde exercise3.",
+    )
+    parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
+    parser.add_argument("--force", action="store_true", help="overwrite notebooks or a config that differ")
+    args = parser.parse_args(argv)
+
+    from .notebooks import write_course
+
+    folder = args.folder.resolve()
+    existing = [p for p in [folder / "nbgrader_config.py", *folder.glob("source/*/*.ipynb")] if p.exists()]
+    if existing and not args.force:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as scratch:
+            fresh = {p.relative_to(scratch): p.read_bytes() for p in write_course(Path(scratch))}
+            changed = [p for p in existing if fresh.get(p.relative_to(folder)) != p.read_bytes()]
+        if changed:
+            parser.error("these files exist and differ from what would be written (use --force to "
+                         "overwrite them): " + ", ".join(str(p) for p in changed))
+    written = write_course(folder)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"Next: cd {folder} && nbgrader generate_assignment exercise3")
     return 0
 
 

@@ -9,7 +9,7 @@ replaced, at its indentation, by the stub nbgrader itself writes
 (``# YOUR CODE HERE`` / ``raise NotImplementedError()``); signatures,
 docstrings and everything outside the markers are kept.
 
-    python -m grader.stubs          # rewrite exercises/*.py from solutions/*.py
+    python -m grader.stubs          # rewrite exercises/*.py and solutions/nbgrader/ from solutions/*.py
     python -m grader.stubs --check  # exit 1 if a committed stub has drifted
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
 from . import exercises
 
@@ -95,6 +96,32 @@ def expected_solution(exercise) -> str:
     return text
 
 
+COURSE = exercises.PROJECT_ROOT / "solutions" / "nbgrader"
+
+
+def _course(check: bool) -> list[str]:
+    """Keep the committed nbgrader course (solutions/nbgrader) equal to what
+    ``grade nbgrader-course`` writes; return the drifted files when checking."""
+    import tempfile
+
+    from .notebooks import write_course
+
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = {p.relative_to(scratch): p.read_bytes() for p in write_course(Path(scratch))}
+    drifted = []
+    for relative, data in fresh.items():
+        target = COURSE / relative
+        if target.exists() and target.read_bytes() == data:
+            continue
+        if check:
+            drifted.append(str(target))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            print(f"wrote {target}")
+    return drifted
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.stubs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report drifted stubs instead of rewriting them")
@@ -117,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             exercise.stub.write_text(stub, encoding="utf-8")
             print(f"wrote {exercise.stub}")
+    drifted += _course(args.check)
     if drifted:
         print("out of date with the solutions (run python -m grader.stubs):", *drifted, sep="\n  ")
         return 1

@@ -35,7 +35,8 @@ def python_source(data: bytes, path: Path) -> str:
 
 
 def notebook_source(data: bytes, path: Path) -> str:
-    """The notebook's code cells in order, with IPython magics and shell escapes commented out."""
+    """The notebook's answer cells (for an nbgrader notebook) or all its code cells, in order,
+    with IPython magics and shell escapes commented out."""
     try:
         notebook = json.loads(data.decode("utf-8"))
         cells = notebook["cells"]
@@ -43,12 +44,18 @@ def notebook_source(data: bytes, path: Path) -> str:
             raise TypeError("cells is not a list")
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise SubmissionError(f"{path.name} is not a readable notebook ({exc}).") from None
+    code = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+    answers = [cell for cell in code if _is_nbgrader_answer(cell)]
     chunks = []
-    for cell in cells:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
+    for cell in answers or code:  # an nbgrader notebook: only its answer cells, not its tests
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
         lines = [f"# {line}" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
         chunks.append("\n".join(lines))
     return "\n\n".join(chunks) + "\n"
+
+
+def _is_nbgrader_answer(cell: dict) -> bool:
+    meta = cell.get("metadata")
+    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return isinstance(nbgrader, dict) and nbgrader.get("solution") is True
