@@ -43,6 +43,40 @@ def edit(text: str, *replacements: tuple[str, str], prefix: str = "") -> str:
     return text
 
 
+def layer_api_mistakes(text: str, signature: str, call: str, config_line: str, key: str) -> list[Mistake]:
+    """The mistakes every layer exercise shares: a keyword-only constructor, and the three ways
+    of breaking get_config. ``signature`` is the solution's ``def __init__(...)`` line,
+    ``call`` how the positional construction reads in the message, ``config_line`` the
+    line of get_config that stores ``key``."""
+    return [
+        Mistake(
+            "keyword_only_constructor",
+            edit(text, (signature, signature.replace("(self, ", "(self, *, "))),
+            ("api.constructor",),
+            f"{call} raised",
+        ),
+        Mistake(
+            "missing_config_key",
+            edit(text, (config_line, "" if config_line.strip().startswith(f'"{key}"')
+                        else config_line.replace(f', "{key}": self.{key}', ""))),
+            ("config.own_keys", "config.from_config", "config.keras_file"),
+            f"{key} is missing",
+        ),
+        Mistake(
+            "config_without_super",
+            edit(text, ("config = super().get_config()", "config = {}")),
+            ("config.base_keys",),
+            "get_config() lacks name, trainable, dtype",
+        ),
+        Mistake(
+            "kwargs_not_forwarded",
+            edit(text, ("super().__init__(**kwargs)", "super().__init__()")),
+            ("config.base_keys", "config.from_config"),
+            "reports name=",
+        ),
+    ]
+
+
 def catalog(exercise_id: str):
     """(MISTAKES, VARIANTS) of an exercise."""
     module = importlib.import_module(f"tests.catalog.{exercise_id}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, solution
+from . import Mistake, Variant, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise1")
@@ -15,14 +15,13 @@ def edit(*replacements, prefix=""):
 MASK_LINE = "        return keras.ops.not_equal(inputs, 0)\n"
 CONFIG_INPUT_DIM = '                "input_dim": self.input_dim,\n'
 
-MISTAKES = [
-    Mistake(
-        "keyword_only_constructor",
-        edit(("def __init__(self, sequence_length, input_dim, output_dim, **kwargs):",
-              "def __init__(self, *, sequence_length, input_dim, output_dim, **kwargs):")),
-        ("api.constructor",),
-        "PositionalEmbedding(10, 50, 8) raised",
-    ),
+MISTAKES = layer_api_mistakes(
+    SOLUTION,
+    "def __init__(self, sequence_length, input_dim, output_dim, **kwargs):",
+    "PositionalEmbedding(10, 50, 8)",
+    CONFIG_INPUT_DIM,
+    "input_dim",
+) + [
     Mistake(
         "sums_over_features",
         edit(("return embedded_tokens + embedded_positions",
@@ -79,24 +78,6 @@ MISTAKES = [
         edit((MASK_LINE, "        return tf.math.not_equal(inputs, 0)\n"), prefix="import tensorflow as tf\n"),
         ("mask.functional",),
         "KerasTensor cannot be used as input to a TensorFlow function",
-    ),
-    Mistake(
-        "missing_config_key",
-        edit((CONFIG_INPUT_DIM, "")),
-        ("config.own_keys", "config.from_config", "config.keras_file"),
-        "input_dim is missing",
-    ),
-    Mistake(
-        "config_without_super",
-        edit(("config = super().get_config()", "config = {}")),
-        ("config.base_keys",),
-        "get_config() lacks name, trainable, dtype",
-    ),
-    Mistake(
-        "kwargs_not_forwarded",
-        edit(("super().__init__(**kwargs)", "super().__init__()")),
-        ("config.base_keys", "config.from_config"),
-        "reports name=",
     ),
 ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, solution
+from . import Mistake, Variant, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise2")
@@ -16,13 +16,13 @@ EXPAND = "attention_mask = keras.ops.expand_dims(mask, axis=1)"
 ATTEND = "self.attention(inputs, inputs, attention_mask=attention_mask)"
 RETURN = "return self.layernorm(inputs + attention_output)"
 
-MISTAKES = [
-    Mistake(
-        "keyword_only_constructor",
-        edit(("def __init__(self, embed_dim, num_heads, **kwargs):", "def __init__(self, *, embed_dim, num_heads, **kwargs):")),
-        ("api.constructor",),
-        "SelfAttentionBlock(8, 2) raised",
-    ),
+MISTAKES = layer_api_mistakes(
+    SOLUTION,
+    "def __init__(self, embed_dim, num_heads, **kwargs):",
+    "SelfAttentionBlock(8, 2)",
+    'config.update({"embed_dim": self.embed_dim, "num_heads": self.num_heads})',
+    "num_heads",
+) + [
     Mistake(
         "returns_a_tuple",
         edit((RETURN, "return self.layernorm(inputs + attention_output), attention_output")),
@@ -55,25 +55,6 @@ MISTAKES = [
              prefix="import numpy as np\n"),
         ("gradients.all_variables",),
         "no gradient for",
-    ),
-    Mistake(
-        "missing_config_key",
-        edit(('config.update({"embed_dim": self.embed_dim, "num_heads": self.num_heads})',
-              'config.update({"embed_dim": self.embed_dim})')),
-        ("config.own_keys", "config.from_config", "config.keras_file"),
-        "num_heads is missing",
-    ),
-    Mistake(
-        "config_without_super",
-        edit(("config = super().get_config()", "config = {}")),
-        ("config.base_keys",),
-        "get_config() lacks name, trainable, dtype",
-    ),
-    Mistake(
-        "kwargs_not_forwarded",
-        edit(("super().__init__(**kwargs)", "super().__init__()")),
-        ("config.base_keys", "config.from_config"),
-        "reports name=",
     ),
     Mistake(
         "ignored_mask",

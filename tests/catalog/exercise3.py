@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, solution
+from . import Mistake, Variant, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise3")
@@ -39,14 +39,13 @@ CALL_BODY = """        if mask is not None:
 """
 
 
-MISTAKES = [
-    Mistake(
-        "keyword_only_constructor",
-        edit(("def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
-              "def __init__(self, *, embed_dim, dense_dim, num_heads, **kwargs):")),
-        ("api.constructor",),
-        "TransformerEncoder(8, 16, 2) raised",
-    ),
+MISTAKES = layer_api_mistakes(
+    SOLUTION,
+    "def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
+    "TransformerEncoder(8, 16, 2)",
+    '                "dense_dim": self.dense_dim,\n',
+    "dense_dim",
+) + [
     Mistake(
         "shared_norm",
         edit(("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")),
@@ -160,24 +159,6 @@ class TiedNorm(_keras.layers.LayerNormalization):
         edit(('layers.Dense(dense_dim, activation="relu")', "layers.Dense(dense_dim)")),
         ("forward.post_norm",),
         "no relu",
-    ),
-    Mistake(
-        "missing_config_keys",
-        edit(('                "dense_dim": self.dense_dim,\n', "")),
-        ("config.own_keys", "config.from_config", "config.keras_file"),
-        "dense_dim is missing",
-    ),
-    Mistake(
-        "config_without_super",
-        edit(("config = super().get_config()", "config = {}")),
-        ("config.base_keys",),
-        "get_config() lacks name, trainable, dtype",
-    ),
-    Mistake(
-        "kwargs_not_forwarded",
-        edit(("super().__init__(**kwargs)", "super().__init__()")),
-        ("config.base_keys", "config.from_config"),
-        "name='layer_under_test' reports name=",
     ),
     Mistake(
         "wrong_key_dim",

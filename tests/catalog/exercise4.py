@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, solution
+from . import Mistake, Variant, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise4")
@@ -17,14 +17,13 @@ CROSS = 'cross_mask = keras.ops.expand_dims(keras.ops.cast(encoder_outputs_mask,
 SELF_ATTEND = "attended = self.attention_1(inputs, inputs, attention_mask=self_mask)"
 CROSS_ATTEND = "crossed = self.attention_2(attended, encoder_outputs, attention_mask=cross_mask)"
 
-MISTAKES = [
-    Mistake(
-        "keyword_only_constructor",
-        edit(("def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
-              "def __init__(self, *, embed_dim, dense_dim, num_heads, **kwargs):")),
-        ("api.constructor",),
-        "TransformerDecoder(8, 16, 2) raised",
-    ),
+MISTAKES = layer_api_mistakes(
+    SOLUTION,
+    "def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):",
+    "TransformerDecoder(8, 16, 2)",
+    '                "num_heads": self.num_heads,\n',
+    "num_heads",
+) + [
     Mistake(
         "returns_a_tuple",
         edit(("return self.layernorm_3(crossed + self.dense_proj(crossed))",
@@ -52,24 +51,6 @@ MISTAKES = [
              prefix="import numpy as np\n"),
         ("gradients.all_variables",),
         "no gradient for",
-    ),
-    Mistake(
-        "missing_config_key",
-        edit(('                "num_heads": self.num_heads,\n', "")),
-        ("config.own_keys", "config.from_config", "config.keras_file"),
-        "num_heads is missing",
-    ),
-    Mistake(
-        "config_without_super",
-        edit(("config = super().get_config()", "config = {}")),
-        ("config.base_keys",),
-        "get_config() lacks name, trainable, dtype",
-    ),
-    Mistake(
-        "kwargs_not_forwarded",
-        edit(("super().__init__(**kwargs)", "super().__init__()")),
-        ("config.base_keys", "config.from_config"),
-        "reports name=",
     ),
     Mistake(
         "not_causal",
