@@ -21,7 +21,8 @@ USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
-       grade nbgrader-course DIR [--force]"""
+       grade nbgrader-course DIR [--force]
+       grade batch PATH... --exercise EXERCISE --out DIR [--jobs N]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
@@ -29,7 +30,8 @@ exercises/exercise3.py and shows what passed, what failed and why.
 
   grade list            every exercise, its state and what to do next
   grade hint exercise3  the next hint for an exercise (--all for all of them)
-  grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)"""
+  grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)
+  grade batch submitted/ --exercise exercise3 --out results/   grade a whole class"""
 
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return hint_command(argv[1:])
     if argv and argv[0] == "nbgrader-course":
         return course_command(argv[1:])
+    if argv and argv[0] == "batch":
+        return batch_command(argv[1:])
     return grade_command(argv)
 
 
@@ -282,6 +286,67 @@ def hint_command(argv: list[str]) -> int:
         last = shown[-1] + 1 == len(hints)
         console.print("[dim]That was the last hint.[/dim]" if last else
                       f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
+    return 0
+
+
+# --------------------------------------------------------------------------- batch
+
+
+def batch_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade batch",
+        description="Grade every .py or .ipynb submission under the paths given (nbgrader's "
+                    "submitted/<student>/<assignment>/ layout included: the student is the id). "
+                    "TensorFlow is imported once; each submission runs in its own forked child with "
+                    "the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv and "
+                    "gradescope/<id>/results.json into --out as results arrive.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="submission files or folders")
+    parser.add_argument("--exercise", required=True, help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the results")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="submissions graded at once (default: the cores available)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="wall-clock limit per submission (default 120)")
+    parser.add_argument("--memory", type=int, default=None, metavar="MB",
+                        help="memory limit per submission (default 4096)")
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+    settings = resolve_settings(args, parser)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .batch import discover, run_batch
+    from .report import batch_summary
+
+    try:
+        submissions = discover(args.paths, exercise.id)
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
+    console = Console()
+    if not submissions:
+        console.print("[yellow]No .py or .ipynb submission found under the paths given.[/yellow]")
+        return 0
+    counts = {"passed": 0, "failed": 0, "error": 0}
+
+    def describe() -> str:
+        return (f"[green]{counts['passed']} passed[/green]  [red]{counts['failed']} failed[/red]  "
+                f"[magenta]{counts['error']} error[/magenta]")
+
+    with Progress(TextColumn(f"Grading {exercise.id}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(describe(), total=len(submissions))
+
+        def advance(result):
+            counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
+            progress.update(task, advance=1, description=describe())
+
+        results = run_batch(exercise.id, submissions, args.out, settings, args.jobs, on_result=advance)
+    console.print(batch_summary(results, args.out.resolve()))
     return 0
 
 

@@ -35,7 +35,10 @@ class Grading:
     verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
     keeps several children running at once."""
 
-    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings()):
+    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child):
+        """``runner(job, source, timeout, memory_mb)`` starts the child and returns something
+        whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
+        pre-imported worker in batch mode (``grader.batch``)."""
         self.exercise = exercises.get(exercise_id)
         self.path = Path(submission).resolve()
         self.settings = settings
@@ -46,7 +49,7 @@ class Grading:
             "memory_mb": settings.memory_mb,
             "python": platform.python_version(),
         }
-        self.child: Child | None = None
+        self.child = None
         self.early_error: str | None = None
         try:
             source = read_source(self.path)
@@ -61,7 +64,7 @@ class Grading:
             seed=settings.seed,
             memory_mb=settings.memory_mb,
         )
-        self.child = Child(self.job, source, settings.timeout, settings.memory_mb)
+        self.child = runner(self.job, source, settings.timeout, settings.memory_mb)
 
     def finish(self) -> Verdict:
         exercise, path = self.exercise, str(self.path)

@@ -164,3 +164,27 @@ def progress_table(states: list[dict]) -> RenderableType:
         table.add_row(row["id"], row["title"], Text(row["state"], style=style), score, row["next"])
     done = sum(row["state"] == "passed" for row in states)
     return Group(table, Text(f"{done} of {len(states)} exercises passed.", style="bold"))
+
+
+def batch_summary(results, out) -> RenderableType:
+    """``grade batch``: counts, and a row per submission (the failing ones only, past 40)."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
+    rows = sorted(results, key=lambda r: r.submission.id)
+    shown = rows if len(rows) <= 40 else [r for r in rows if r.verdict.status != "passed"]
+    table = Table(title="Batch results" + (" (submissions that did not pass)" if shown is not rows else ""),
+                  title_justify="left", expand=True)
+    for column in ("id", "status", "score", "seconds"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("score", "seconds") else "left")
+    table.add_column("first problem", ratio=1, overflow="fold")
+    for result in shown:
+        verdict = result.verdict
+        first = next((c for c in verdict.checks if c.status not in ("passed", "skipped")), None)
+        problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
+        style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
+        table.add_row(result.submission.id, Text(verdict.status, style=style),
+                      f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", problem)
+    line = Text(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing graded")
+    line.append(f"  ·  results in {out}", style="dim")
+    return Group(table, line)

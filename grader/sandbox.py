@@ -79,9 +79,7 @@ class Child:
     def _start(self, job: dict, memory_mb: int) -> None:
         read_fd, write_fd = os.pipe()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-        env.update(CHILD_ENV)
-        for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
-            env[name] = self._scratch
+        env.update(child_environment(self._scratch))
         limit = int(memory_mb) * 1024 * 1024
 
         def limits():
@@ -139,16 +137,30 @@ class Child:
         run.returncode = self._proc.returncode
         if run.returncode is not None and run.returncode < 0:
             run.signal_name = signal.Signals(-run.returncode).name
-        run.stdout = _text(self._out)
-        run.stderr = _text(self._err)
-        run.memory_exceeded = _looks_out_of_memory(run.stderr)
-        _parse(b"".join(self._chunks), run)
+        finish_run(run, b"".join(self._chunks), _text(self._out), _text(self._err))
         self._cleanup()
         self._result = run
         return run
 
     def _cleanup(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def child_environment(scratch: str) -> dict:
+    """Environment variables of a child: quiet TensorFlow, and every home or cache in its scratch folder."""
+    env = dict(CHILD_ENV)
+    for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
+        env[name] = scratch
+    return env
+
+
+def finish_run(run: ChildRun, evidence: bytes, stdout: str, stderr: str) -> ChildRun:
+    """Fill in what the parent learnt after the child ended."""
+    run.stdout = stdout
+    run.stderr = stderr
+    run.memory_exceeded = _looks_out_of_memory(stderr)
+    _parse(evidence, run)
+    return run
 
 
 def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int) -> ChildRun:

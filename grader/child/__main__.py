@@ -27,11 +27,16 @@ def main() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
     from .evidence_stream import EvidenceStream
+
+    run_job(job, EvidenceStream(private_fd, job["submission"]))
+
+
+def run_job(job: dict, stream) -> None:
+    """Every phase of one job, then leave the process (never returns)."""
     from .landlock import python_paths, restrict
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
-    stream = EvidenceStream(private_fd, submission)
     probe = importlib.import_module(f"grader.child.probes.{job['exercise']}").run
 
     with stream.phase("runtime") as data:

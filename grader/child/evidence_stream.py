@@ -20,13 +20,18 @@ _dumps = json.dumps
 class EvidenceStream:
     """Writes phase records to the file descriptor the parent handed over."""
 
-    def __init__(self, fd: int, submission_path: str):
+    def __init__(self, fd: int | None, submission_path: str, send=None):
+        """Write to file descriptor ``fd``, or hand each line to ``send`` (a pipe's send_bytes)."""
         self._fd = fd
+        self._send = send
         self._submission_path = os.path.realpath(submission_path)
 
     def emit(self, record: dict) -> None:
         line = _dumps(record, allow_nan=True) + "\n"
         data = line.encode("utf-8")
+        if self._send is not None:
+            self._send(data)
+            return
         while data:
             written = _write(self._fd, data)
             data = data[written:]
