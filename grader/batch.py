@@ -83,9 +83,14 @@ class Workers:
 
     def __init__(self):
         import multiprocessing
+        import multiprocessing.forkserver
 
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["grader.child.preload"])
+        # Start importing TensorFlow in the worker now, and meanwhile load the parent's own
+        # tools (pytest, the checks), which the first result would otherwise wait for.
+        multiprocessing.forkserver.ensure_running()
+        from .checks import plugin  # noqa: F401
 
     def __call__(self, job: dict, source: str, timeout: float, memory_mb: int) -> "ForkedChild":
         return ForkedChild(self._context, job, source, timeout, memory_mb)

@@ -155,10 +155,13 @@ def gradients(stream, layer, registry: Registry, call, loss_weights: np.ndarray,
                 loss = tf.reduce_sum(tf.cast(tf.convert_to_tensor(call(layer)), tf.float32) * loss_weights)
             return tape.gradient(loss, variables)
 
-        data["gradients"] = [None if g is None else to_numpy(_dense(g)) for g in loss_and_gradients()]
+        gradients = loss_and_gradients()
+        data["gradients"] = [None if g is None else to_numpy(_dense(g)) for g in gradients]
         optimizer = keras.optimizers.SGD(learning_rate=0.05)
-        for _ in range(steps):
-            pairs = [(g, v) for g, v in zip(loss_and_gradients(), variables) if g is not None]
+        for step in range(steps):
+            if step:
+                gradients = loss_and_gradients()
+            pairs = [(g, v) for g, v in zip(gradients, variables) if g is not None]
             optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
         data["after_steps"] = {str(registry.variable(v)): to_numpy(v) for v in layer.weights}
 
