@@ -72,12 +72,16 @@ def _grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
     parser.add_argument("--watch", action="store_true",
                         help="grade again every time the file is saved (Ctrl-C to stop)")
+    add_settings_arguments(parser)
+    return parser
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="wall-clock limit for running the submission (default 120)")
+                        help="wall-clock limit for running each submission (default 120)")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
-                        help="memory limit of the process running the submission (default 4096)")
-    return parser
+                        help="memory limit of the process running each submission (default 4096)")
 
 
 def resolve_settings(args, parser):
@@ -306,11 +310,7 @@ def batch_command(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the results")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="submissions graded at once (default: the cores available)")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="wall-clock limit per submission (default 120)")
-    parser.add_argument("--memory", type=int, default=None, metavar="MB",
-                        help="memory limit per submission (default 4096)")
+    add_settings_arguments(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
