@@ -22,7 +22,7 @@ grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECO
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
        grade nbgrader-course DIR [--force]
-       grade batch PATH... --exercise EXERCISE --out DIR [--jobs N]"""
+       grade batch PATH... --exercise EXERCISE --out DIR [--jobs N] [--gradebook COURSE]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
@@ -310,10 +310,16 @@ def batch_command(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the results")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="submissions graded at once (default: the cores available)")
+    parser.add_argument("--gradebook", type=Path, metavar="COURSE",
+                        help="also store the scores in this nbgrader course's gradebook.db (the assignment must "
+                             "have been generated there); students are the ids of submitted/<student>/")
     add_settings_arguments(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
+    if args.gradebook is not None and not (args.gradebook / "gradebook.db").is_file():
+        parser.error(f"{args.gradebook / 'gradebook.db'} does not exist: run nbgrader generate_assignment "
+                     f"{exercise.id} in {args.gradebook} first")
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
 
@@ -347,6 +353,16 @@ def batch_command(argv: list[str]) -> int:
 
         results = run_batch(exercise.id, submissions, args.out, settings, args.jobs, on_result=advance)
     console.print(batch_summary(results, args.out.resolve()))
+    if args.gradebook is not None:
+        from .batch import write_gradebook
+
+        try:
+            students = write_gradebook(args.gradebook, exercise.id, results)
+        except (FileNotFoundError, LookupError) as exc:
+            console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
+            return EXIT_ERROR
+        console.print(f"Stored the scores of {len(students)} student(s) in {args.gradebook / 'gradebook.db'}; "
+                      "`nbgrader export` there writes grades.csv.")
     return 0
 
 

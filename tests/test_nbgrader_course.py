@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,21 @@ def test_course_command_refuses_to_overwrite_changed_notebooks(tmp_path):
     refused = subprocess.run(command, capture_output=True, text=True, env=env)
     assert refused.returncode == 2 and "--force" in refused.stderr
     assert subprocess.run(command + ["--force"], capture_output=True, env=env).returncode == 0
+
+
+def test_batch_writes_the_gradebook_like_autograde(course, tmp_path):
+    """grade batch --gradebook stores per-cell scores that nbgrader export reads, matching autograde's."""
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded", "feedback"))
+    (copy / "gradebook.db").unlink()
+    nbgrader(copy, "generate_assignment", "exercise3", "--force")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120")
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(copy / "submitted"), "--exercise",
+                             "exercise3", "--out", str(tmp_path / "out"), "--gradebook", str(copy)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert scores(copy) == {student: {k: v for k, v in grades.items() if k != "exercise3-why-two-norms"}
+                            | {"exercise3-why-two-norms": 0.0} for student, grades in scores(course).items()}
+    nbgrader(copy, "export")
+    exported = (copy / "grades.csv").read_text(encoding="utf-8")
+    assert "alice" in exported and "bob" in exported
