@@ -293,8 +293,6 @@ def write_gradebook(course: Path, exercise_id: str, results: list[Result]) -> li
     have been generated in that course (``nbgrader generate_assignment``). Returns the students written."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from .notebooks import topic_points
-
     course = Path(course)
     database = course / "gradebook.db"
     if not database.exists():
@@ -306,7 +304,7 @@ def write_gradebook(course: Path, exercise_id: str, results: list[Result]) -> li
         except MissingEntry:
             raise LookupError(f"the gradebook has no notebook {exercise_id} in assignment {exercise_id}: "
                               f"run nbgrader generate_assignment {exercise_id} first") from None
-        topic_names = list(topic_points(exercises.get(exercise_id)))
+        topic_names = list(exercises.get(exercise_id).topic_points())
         for result in results:
             student = result.submission.id
             gradebook.update_or_create_student(student)

@@ -9,6 +9,7 @@ inputs both sides share.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,28 @@ class Exercise:
 
     def job(self, seed: int) -> dict:
         return JOBS[self.id](seed)
+
+    def declared_checks(self) -> list[dict]:
+        """The ``@check(id, title, topic, points=...)`` declarations of the check module, in order,
+        read from its source: nothing is imported or run."""
+        tree = ast.parse(self.checks.read_text(encoding="utf-8"))
+        declared = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
+                check_id, title, topic = (ast.literal_eval(arg) for arg in node.args[:3])
+                points = [ast.literal_eval(k.value) for k in node.keywords if k.arg == "points"]
+                declared.append({"id": check_id, "title": title, "topic": topic,
+                                 "points": float(points[0]) if points else 1.0})
+        return declared
+
+    def topic_points(self) -> dict[str, float]:
+        """Points per topic, in the order of the topics."""
+        from .verdict import TOPICS
+
+        points: dict[str, float] = {}
+        for declared in self.declared_checks():
+            points[declared["topic"]] = points.get(declared["topic"], 0.0) + declared["points"]
+        return {topic: points[topic] for topic in TOPICS if topic in points}
 
 
 def _padding(lengths: list[int], seq: int) -> np.ndarray:

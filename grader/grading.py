@@ -194,13 +194,5 @@ def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> s
 
 
 def max_points(exercise_id: str) -> float:
-    """Total points of an exercise's checks, read from the check markers without running them."""
-    import ast
-
-    tree = ast.parse(exercises.get(exercise_id).checks.read_text(encoding="utf-8"))
-    total = 0.0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
-            points = [k.value for k in node.keywords if k.arg == "points"]
-            total += float(ast.literal_eval(points[0])) if points else 1.0
-    return total
+    """Total points of an exercise's checks, read from their declarations without running them."""
+    return sum(declared["points"] for declared in exercises.get(exercise_id).declared_checks())

@@ -14,14 +14,12 @@ can be checked for drift.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import nbformat
 
 from . import exercises
 from .stubs import expected_solution
-from .verdict import TOPICS
 
 COURSE_ID = "transformer-chapter"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -111,18 +109,6 @@ positions. 0 points for "they are the same, it does not matter".
 """
 
 
-def topic_points(exercise) -> dict[str, float]:
-    """Points per topic, read from the exercise's @check markers."""
-    tree = ast.parse(exercise.checks.read_text(encoding="utf-8"))
-    points: dict[str, float] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
-            topic = ast.literal_eval(node.args[2])
-            extra = [ast.literal_eval(k.value) for k in node.keywords if k.arg == "points"]
-            points[topic] = points.get(topic, 0.0) + (float(extra[0]) if extra else 1.0)
-    return {topic: points[topic] for topic in TOPICS if topic in points}
-
-
 def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: float | None = None) -> dict:
     meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
             "solution": solution, "task": False}
@@ -141,7 +127,7 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
             metadata=_nbgrader(f"{exercise.id}-answer", solution=True, grade=False, locked=False),
         ),
     ]
-    for topic, points in topic_points(exercise).items():
+    for topic, points in exercise.topic_points().items():
         visible = VISIBLE_TESTS[exercise.id] + "\n" if topic == "api" else ""
         source = (
             f"# Tests: {topic}. The hidden part runs when your notebook is graded.\n"

@@ -14,11 +14,11 @@ import pytest
 
 from grader import exercises
 from grader.grading import grade
-from grader.notebooks import build_notebook, topic_points, write_course
+from grader.notebooks import build_notebook, write_course
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
-AUTOGRADED_POINTS = sum(topic_points(exercises.get("exercise3")).values())
+AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
 
 
 def nbgrader(course: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
@@ -86,7 +86,7 @@ def test_gradebook_has_full_partial_and_zero_marks(course):
     assert carol == 0
     # bob's one mistake costs exactly the cells of its topics
     assert result["bob"]["exercise3-weights"] == 0 and result["bob"]["exercise3-gradients"] == 0
-    assert result["bob"]["exercise3-forward"] == topic_points(exercises.get("exercise3"))["forward"]
+    assert result["bob"]["exercise3-forward"] == exercises.get("exercise3").topic_points()["forward"]
 
 
 def test_correct_cells_have_no_stderr_output(course):
@@ -176,7 +176,7 @@ def test_notebooks_follow_the_checks_points(exercise):
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
               and c.cell_type == "code"}
-    assert graded == {f"{exercise}-{t}": p for t, p in topic_points(exercises.get(exercise)).items()}
+    assert graded == {f"{exercise}-{t}": p for t, p in exercises.get(exercise).topic_points().items()}
     assert len({c.id for c in notebook.cells}) == len(notebook.cells)
 
 
