@@ -33,7 +33,9 @@ from pathlib import Path
 
 from . import exercises
 from .grading import Grading, Settings
-from .sandbox import MAX_EVIDENCE_BYTES, MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ChildRun, child_environment, finish_run
+from .sandbox import (
+    MAX_EVIDENCE_BYTES, MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ChildRun, child_environment, end_run, make_scratch,
+)
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
@@ -106,13 +108,10 @@ class ForkedChild:
     def __init__(self, context, job: dict, source: str, timeout: float, memory_mb: int):
         from .child import forked
 
-        self._scratch = tempfile.mkdtemp(prefix="grade-scratch-")
+        self._scratch, job = make_scratch(job, source)
         self._private = tempfile.mkdtemp(prefix="grade-private-")
         self._timeout = timeout
         self._result: ChildRun | None = None
-        submission = Path(self._scratch) / "submission.py"
-        submission.write_text(source, encoding="utf-8")
-        job = dict(job, submission=str(submission))
         self._stdout = os.path.join(self._private, "stdout")
         self._stderr = os.path.join(self._private, "stderr")
         receiver, sender = context.Pipe(duplex=False)
@@ -172,11 +171,8 @@ class ForkedChild:
             pass
         self._process.join()
         self._reader.join(timeout=5)
-        run.seconds = time.perf_counter() - self._started
-        run.returncode = self._process.exitcode
-        if run.returncode is not None and run.returncode < 0:
-            run.signal_name = signal.Signals(-run.returncode).name
-        finish_run(run, b"".join(self._chunks), _capped(self._stdout), _capped(self._stderr))
+        end_run(run, self._started, self._process.exitcode, b"".join(self._chunks), _capped(self._stdout),
+                _capped(self._stderr))
         shutil.rmtree(self._scratch, ignore_errors=True)
         shutil.rmtree(self._private, ignore_errors=True)
         self._result = run

@@ -65,13 +65,11 @@ class Child:
     """A running child: started at once, waited for when its evidence is needed."""
 
     def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int):
-        self._scratch = tempfile.mkdtemp(prefix="grade-scratch-")
+        self._scratch, job = make_scratch(job, submission_source)
         self._timeout = timeout
         self._result: ChildRun | None = None
         try:
-            submission = Path(self._scratch) / "submission.py"
-            submission.write_text(submission_source, encoding="utf-8")
-            self._start(dict(job, submission=str(submission)), memory_mb)
+            self._start(job, memory_mb)
         except BaseException:
             self._cleanup()
             raise
@@ -133,11 +131,7 @@ class Child:
         self._proc.wait()
         for reader in self._readers:
             reader.join(timeout=5)
-        run.seconds = time.perf_counter() - self._started
-        run.returncode = self._proc.returncode
-        if run.returncode is not None and run.returncode < 0:
-            run.signal_name = signal.Signals(-run.returncode).name
-        finish_run(run, b"".join(self._chunks), _text(self._out), _text(self._err))
+        end_run(run, self._started, self._proc.returncode, b"".join(self._chunks), _text(self._out), _text(self._err))
         self._cleanup()
         self._result = run
         return run
@@ -154,11 +148,28 @@ def child_environment(scratch: str) -> dict:
     return env
 
 
-def finish_run(run: ChildRun, evidence: bytes, stdout: str, stderr: str) -> ChildRun:
+def make_scratch(job: dict, submission_source: str) -> tuple[str, dict]:
+    """A fresh scratch folder holding the submission's copy, and the job pointing at it."""
+    scratch = tempfile.mkdtemp(prefix="grade-scratch-")
+    submission = Path(scratch) / "submission.py"
+    try:
+        submission.write_text(submission_source, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return scratch, dict(job, submission=str(submission))
+
+
+def end_run(run: ChildRun, started: float, returncode: int | None, evidence: bytes, stdout: str,
+            stderr: str) -> ChildRun:
     """Fill in what the parent learnt after the child ended."""
+    run.seconds = time.perf_counter() - started
+    run.returncode = returncode
+    if returncode is not None and returncode < 0:
+        run.signal_name = signal.Signals(-returncode).name
     run.stdout = stdout
     run.stderr = stderr
-    run.memory_exceeded = _looks_out_of_memory(stderr)
+    run.memory_exceeded = looks_out_of_memory(stderr)
     _parse(evidence, run)
     return run
 
@@ -199,9 +210,13 @@ def _text(chunks: list[bytes]) -> str:
     return text.replace("\x00", "")
 
 
-def _looks_out_of_memory(stderr: str) -> bool:
-    markers = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OOM when allocating")
-    return any(marker in stderr for marker in markers)
+# What Python, NumPy, TensorFlow and the C++ runtime say when an allocation fails.
+OUT_OF_MEMORY_MARKERS = ("MemoryError", "Unable to allocate", "ResourceExhaustedError", "OOM when allocating",
+                         "bad_alloc", "Cannot allocate memory")
+
+
+def looks_out_of_memory(text: str) -> bool:
+    return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
 
 
 def _parse(data: bytes, run: ChildRun) -> None:

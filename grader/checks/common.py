@@ -108,6 +108,11 @@ def config(evidence):
     return data["config"]
 
 
+def padding(job) -> np.ndarray:
+    """The job's (batch, seq) padding mask: True for real positions."""
+    return np.asarray(job["mask"], dtype=bool)
+
+
 def value(param):
     return None if param is None else param["value"]
 
@@ -319,7 +324,7 @@ def assert_norm_gradients_differ(gradients: dict, structure: Structure, count: i
     for name in ("gamma", "beta"):
         params = [n.get(name) for n in norms[:count]]
         if any(p is None for p in params):
-            fail(f"a norm without {name}.", f"gamma and beta in every norm.", SHARED_NORM_WHY)
+            fail(f"a norm without {name}.", "gamma and beta in every norm.", SHARED_NORM_WHY)
         ids = [p["id"] for p in params]
         if len(set(ids)) < len(ids):
             fail(

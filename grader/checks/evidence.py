@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ..sandbox import ChildRun
+from ..sandbox import ChildRun, looks_out_of_memory
 from .framework import CheckFailed, Unavailable
 
 PHASE_WORDS = {
@@ -147,12 +147,8 @@ def format_student_error(headline: str, error: dict) -> str:
     return "\n".join(lines)
 
 
-MEMORY_MARKERS = ("MemoryError", "Unable to allocate", "ResourceExhaustedError", "OOM when allocating", "bad_alloc")
-
-
 def _out_of_memory(error: dict) -> bool:
-    text = f"{error.get('type', '')} {error.get('message', '')}"
-    return any(marker in text for marker in MEMORY_MARKERS)
+    return looks_out_of_memory(f"{error.get('type', '')} {error.get('message', '')}")
 
 
 def _first_lines(text: str, limit: int = 6) -> str:

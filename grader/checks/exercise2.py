@@ -6,11 +6,12 @@ import numpy as np
 
 from . import check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    ATOL, RTOL,
     assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_params, attention_shapes, config,
-    config_phase, dims, forward, gradients, job, key_biases, mask_event, norm_params, self_attention_inputs,
+    config_phase, dims, forward, gradients, job, key_biases, mask_event, norm_params, padding, self_attention_inputs,
     structure,
 )
 from .reference import attention_block_variants
@@ -67,37 +68,33 @@ def check_keras_file(evidence):
     assert_keras_file(evidence)
 
 
-def _padding(job) -> np.ndarray:
-    return np.asarray(job["mask"], dtype=bool)
-
-
 @check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask", points=2)
 def check_attention_mask_shape(evidence, job):
-    batch, seq = _padding(job).shape
+    batch, seq = padding(job).shape
     event = mask_event(evidence, "mask", "mask.attention_mask_shape")
     assert_attention_mask_shape(evidence, event, batch, seq, seq, "mask")
 
 
 @check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
 def check_masks_keys(evidence, job):
-    padding = _padding(job)
-    batch, seq = padding.shape
+    real = padding(job)
+    batch, seq = real.shape
     event = mask_event(evidence, "mask", "mask.masks_keys")
-    assert_masks_keys(evidence, event, np.broadcast_to(padding[:, None, :], (batch, seq, seq)), padding, "mask")
+    assert_masks_keys(evidence, event, np.broadcast_to(real[:, None, :], (batch, seq, seq)), real, "mask")
 
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
 def check_padding_invariance(evidence, job):
     data = evidence.phase("mask", "mask.padding_invariance")
     assert_unchanged(
-        data["output"], data["output_perturbed"], _padding(job), "the padded positions' input vectors",
+        data["output"], data["output_perturbed"], padding(job), "the padded positions' input vectors",
         "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
     )
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
 def check_mask_propagates(evidence, job):
-    assert_mask_propagates(evidence.phase("mask", "mask.padding_invariance"), _padding(job))
+    assert_mask_propagates(evidence.phase("mask", "mask.padding_invariance"), padding(job))
 
 
 MISTAKES = {
@@ -117,7 +114,7 @@ def check_residual_norm(structure, forward, job):
         unnormed = x + attention(x, x, attention_params(structure.layer(attention_calls[0])))
         output = forward["output"]
         if not isinstance(output, dict) and output.shape == unnormed.shape and np.allclose(output, unnormed,
-                                                                                              atol=2e-4, rtol=1e-3):
+                                                                                              atol=ATOL, rtol=RTOL):
             fail(f"your output matches a layer in which {MISTAKES['no_norm']}.",
                  "layernorm(inputs + attention(inputs, inputs)).",
                  "The norm keeps the residual sum at a stable scale, block after block.")

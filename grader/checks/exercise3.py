@@ -16,7 +16,7 @@ from .common import (  # noqa: F401  (fixtures are used by name)
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
     attention_params, attention_shapes, config, config_phase, dense_params, dims, forward, gradients, job,
-    key_biases, mask_event, norm_params, self_attention_inputs, structure,
+    key_biases, mask_event, norm_params, padding, self_attention_inputs, structure,
 )
 from .reference import encoder_variants
 
@@ -106,38 +106,34 @@ def check_keras_file(evidence):
 # --------------------------------------------------------------------------- mask
 
 
-def _padding(job) -> np.ndarray:
-    return np.asarray(job["mask"], dtype=bool)
-
-
 @check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask")
 def check_attention_mask_shape(evidence, job):
-    batch, seq = _padding(job).shape
+    batch, seq = padding(job).shape
     event = mask_event(evidence, "mask", "mask.attention_mask_shape")
     assert_attention_mask_shape(evidence, event, batch, seq, seq, "mask")
 
 
 @check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
 def check_masks_keys(evidence, job):
-    padding = _padding(job)
-    batch, seq = padding.shape
+    real = padding(job)
+    batch, seq = real.shape
     event = mask_event(evidence, "mask", "mask.masks_keys")
-    expected = np.broadcast_to(padding[:, None, :], (batch, seq, seq))
-    assert_masks_keys(evidence, event, expected, padding, "mask")
+    expected = np.broadcast_to(real[:, None, :], (batch, seq, seq))
+    assert_masks_keys(evidence, event, expected, real, "mask")
 
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
 def check_padding_invariance(evidence, job):
     data = evidence.phase("mask", "mask.padding_invariance")
     assert_unchanged(
-        data["output"], data["output_perturbed"], _padding(job), "the padded positions' input vectors",
+        data["output"], data["output_perturbed"], padding(job), "the padded positions' input vectors",
         "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
     )
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
 def check_mask_propagates(evidence, job):
-    assert_mask_propagates(evidence.phase("mask", "mask.padding_invariance"), _padding(job))
+    assert_mask_propagates(evidence.phase("mask", "mask.padding_invariance"), padding(job))
 
 
 # --------------------------------------------------------------------------- forward

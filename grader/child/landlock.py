@@ -60,11 +60,21 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def restrict(scratch: str, readable: list[str]) -> dict:
-    """Apply the rules; return what was applied (for the report header)."""
+def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    abi = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    return libc
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version, or a negative number where Landlock is unavailable."""
+    return _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+
+
+def restrict(scratch: str, readable: list[str]) -> dict:
+    """Apply the rules; return what was applied (for the report header)."""
+    libc = _libc()
+    abi = abi_version()
     if abi < 0:
         return {"applied": False, "reason": f"Landlock is not available ({os.strerror(ctypes.get_errno())})"}
     handled = _fs_rights(abi)
