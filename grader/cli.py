@@ -156,20 +156,47 @@ def watch(exercise, submission: Path, settings, console) -> int:
     if not submission.parent.is_dir():
         console.print(f"[red]Cannot watch {submission}: its folder does not exist.[/red]")
         return EXIT_ERROR
-    verdict = grade_and_show(exercise, submission, settings, console)
+    wakeups = watch_files(
+        submission.parent,
+        watch_filter=lambda _change, path: Path(path).resolve() == submission,
+        raise_interrupt=False,
+        yield_on_timeout=True,  # wake up at least once a second, events or not
+        rust_timeout=1000,
+    )
+    return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console), console)
+
+
+def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
+    """Grade once, then at each wake-up grade again if the file's content differs from the last graded.
+
+    The content decides, not the events: a save that lands while a grading runs, or before the
+    file watcher has started, is graded at the next wake-up; a save of the same text is not graded
+    twice; while the file is missing (an editor replacing it) nothing is graded.
+    """
+    graded = _fingerprint(submission)
+    verdict = grade_once()
     _waiting(console, submission)
     try:
-        for _changes in watch_files(
-            submission.parent,
-            watch_filter=lambda _change, path: Path(path).resolve() == submission,
-            raise_interrupt=False,
-        ):
+        for _changes in wakeups:
+            current = _fingerprint(submission)
+            if current is None or current == graded:
+                continue
+            graded = current
             console.clear()
-            verdict = grade_and_show(exercise, submission, settings, console)
+            verdict = grade_once()
             _waiting(console, submission)
     except KeyboardInterrupt:
         pass
     return verdict.exit_code
+
+
+def _fingerprint(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _waiting(console, submission: Path) -> None:

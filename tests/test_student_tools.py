@@ -125,3 +125,40 @@ def test_watch_grades_again_after_each_save(tmp_path):
 def test_watch_and_json_do_not_mix(tmp_path):
     result = run("exercise3", "--watch", "--json", cwd=tmp_path, state=tmp_path)
     assert result.returncode == 2 and "--watch" in result.stderr
+
+
+def test_watch_grades_each_new_content_once_whenever_it_was_saved(tmp_path):
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+    from watchfiles import Change
+
+    from grader.cli import watch_loop
+
+    submission = tmp_path / "exercise3.py"
+    submission.write_text("version 1")
+    graded: list[str] = []
+
+    def grade_once():
+        graded.append(submission.read_text())
+        return SimpleNamespace(exit_code=len(graded))
+
+    def wakeups():
+        submission.write_text("version 2")  # saved during the first grading: no event was seen
+        yield set()  # a quiet second
+        yield set()
+        os.utime(submission)  # touched, same text
+        yield {(Change.modified, str(submission))}
+        submission.unlink()  # an editor replacing the file
+        yield {(Change.deleted, str(submission))}
+        submission.write_text("version 2")
+        yield {(Change.added, str(submission))}
+        submission.write_text("version 3")
+        yield {(Change.modified, str(submission))}
+        raise KeyboardInterrupt
+
+    console = Console(file=io.StringIO(), width=100)
+    assert watch_loop(submission, wakeups(), grade_once, console) == 3
+    assert graded == ["version 1", "version 2", "version 3"]
+    assert console.file.getvalue().count("Watching") == 3
