@@ -50,6 +50,11 @@ class CheckCollector:
                 )
             )
 
+    def pytest_itemcollected(self, item):
+        # The verdict keeps the check's own message; pytest's traceback, which re-reads and parses
+        # the source of every frame, would never be shown and costs more than the check.
+        item.repr_failure = lambda excinfo, style=None: classify(excinfo)[1]
+
     def pytest_collectreport(self, report):
         if report.failed:
             self.collection_errors.append(str(report.longrepr))
@@ -79,14 +84,20 @@ def run_checks(module: Path, evidence) -> list[CheckResult]:
         "--rootdir", str(module.parent),
         "--noconftest",
         "-p", "no:cacheprovider",
+        "-p", "no:unraisableexception",  # a full garbage collection per session, for nothing the checks need
+        "-p", "no:threadexception",
         "-q",
     ]
-    saved = {k: os.environ.pop(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS") if k in os.environ}
+    # Only the grader's own plugin: whatever else is installed does not take part in grading.
+    saved = {k: os.environ.pop(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+             if k in os.environ}
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sink = io.StringIO()
     try:
         with redirect_stdout(sink), redirect_stderr(sink):
             pytest.main(args, plugins=[collector])
     finally:
+        os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         os.environ.update(saved)
     if collector.collection_errors or not collector.results:
         raise RuntimeError(
