@@ -47,6 +47,8 @@ def run_job(job: dict, stream) -> None:
         import tensorflow
 
         tensorflow.get_logger().setLevel("ERROR")
+        tensorflow.config.threading.set_intra_op_parallelism_threads(1)
+        tensorflow.config.threading.set_inter_op_parallelism_threads(1)
         data["python"] = sys.version.split()[0]
         data["tensorflow"] = tensorflow.__version__
         data["keras"] = keras.__version__
