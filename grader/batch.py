@@ -251,13 +251,16 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
     queue = list(submissions)
     pending: list[tuple[Submission, Grading, float]] = []
     try:
-        while queue or pending:
+        def start_more():
             while queue and len(pending) < jobs:
                 submission = queue.pop(0)
                 pending.append((submission, Grading(exercise_id, submission.path, settings, runner=workers),
                                 time.perf_counter()))
-            index = _next_ready(pending)
-            submission, grading, started = pending.pop(index)
+
+        start_more()
+        while pending:
+            submission, grading, started = pending.pop(_next_ready(pending))
+            start_more()  # the next child runs while this one's checks do
             result = Result(submission, grading.finish(), time.perf_counter() - started)
             outputs.write(result)
             results.append(result)
