@@ -7,9 +7,8 @@ confinement and evidence protocol as a single ``grade``. The parent never
 imports TensorFlow, runs the same checks, and writes each result as soon as it
 is known, so an interrupted batch keeps what it finished.
 
-With ``--gradebook COURSE`` the scores also go into that nbgrader course's
-gradebook (``write_gradebook``), so ``nbgrader export`` works without
-executing the notebooks.
+With ``--gradebook COURSE`` the verdicts then go through nbgrader's own
+autograde, without executing the notebooks again (``grader.gradebook``).
 
 Outputs in the ``--out`` folder:
 - ``verdicts.jsonl``: one JSON verdict per line (the grading contract), ``submission`` the path graded;
@@ -284,38 +283,3 @@ def _next_ready(pending) -> int:
                 return index
         children = [g.child for _, g, _ in pending]
         wait([c.sentinel for c in children], timeout=min(c.seconds_left() for c in children) + 0.01)
-
-
-def write_gradebook(course: Path, exercise_id: str, results: list[Result]) -> list[str]:
-    """Store each student's scores in an nbgrader course's gradebook, cell by cell as autograde would:
-    a topic's test cell earns its points when every check of the topic passed. The assignment must
-    have been generated in that course (``nbgrader generate_assignment``). Returns the students written."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    course = Path(course)
-    database = course / "gradebook.db"
-    if not database.exists():
-        raise FileNotFoundError(f"{database} does not exist: run nbgrader generate_assignment {exercise_id} there first")
-    written = []
-    with Gradebook(f"sqlite:///{database}") as gradebook:
-        try:
-            gradebook.find_notebook(exercise_id, exercise_id)
-        except MissingEntry:
-            raise LookupError(f"the gradebook has no notebook {exercise_id} in assignment {exercise_id}: "
-                              f"run nbgrader generate_assignment {exercise_id} first") from None
-        topic_names = list(exercises.get(exercise_id).topic_points())
-        for result in results:
-            student = result.submission.id
-            gradebook.update_or_create_student(student)
-            gradebook.update_or_create_submission(exercise_id, student)
-            for topic in topic_names:
-                checks = [c for c in result.verdict.checks if c.topic == topic]
-                passed = result.verdict.status != "error" and bool(checks) and all(c.status == "passed" for c in checks)
-                try:
-                    grade = gradebook.find_grade(f"{exercise_id}-{topic}", exercise_id, exercise_id, student)
-                except MissingEntry:
-                    continue
-                grade.auto_score = grade.max_score if passed else 0.0
-            gradebook.db.commit()
-            written.append(student)
-    return written

@@ -338,8 +338,10 @@ def batch_command(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="submissions graded at once (default: the cores available)")
     parser.add_argument("--gradebook", type=Path, metavar="COURSE",
-                        help="also store the scores in this nbgrader course's gradebook.db (the assignment must "
-                             "have been generated there); students are the ids of submitted/<student>/")
+                        help="then autograde, in nbgrader's sense, the notebooks of COURSE/submitted/ from these "
+                             "verdicts without executing them again: scores in COURSE/gradebook.db, notebooks in "
+                             "COURSE/autograded/, so nbgrader export and generate_feedback work (the assignment "
+                             "must have been generated there)")
     add_settings_arguments(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
@@ -381,16 +383,31 @@ def batch_command(argv: list[str]) -> int:
         results = run_batch(exercise.id, submissions, args.out, settings, args.jobs, on_result=advance)
     console.print(batch_summary(results, args.out.resolve()))
     if args.gradebook is not None:
-        from .batch import write_gradebook
+        return store_in_gradebook(args.gradebook, exercise.id, results, console)
+    return 0
 
+
+def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .gradebook import store
+
+    with Progress(TextColumn("Storing in the gradebook"), BarColumn(), MofNCompleteColumn(),
+                  console=console) as progress:
+        task = progress.add_task("", total=len(results))
         try:
-            students = write_gradebook(args.gradebook, exercise.id, results)
+            stored = store(course, exercise_id, results, on_student=lambda _: progress.advance(task))
         except (FileNotFoundError, LookupError) as exc:
             console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
             return EXIT_ERROR
-        console.print(f"Stored the scores of {len(students)} student(s) in {args.gradebook / 'gradebook.db'}; "
-                      "`nbgrader export` there writes grades.csv.")
-    return 0
+    for student, why in stored.skipped:
+        console.print(f"[yellow]Not stored for {student}: {why}[/yellow]")
+    for student, why in stored.failed:
+        console.print(f"[red]nbgrader could not autograde {student}: {why}[/red]")
+    console.print(f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
+                  f"in autograded/. There, `nbgrader export` writes grades.csv and "
+                  f"`nbgrader generate_feedback {exercise_id}` the feedback.")
+    return EXIT_ERROR if stored.failed else 0
 
 
 # --------------------------------------------------------------------------- nbgrader

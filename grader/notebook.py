@@ -56,12 +56,25 @@ def verdict_for(exercise_id: str, source: str):
 def assert_topic(exercise_id: str, topic: str) -> None:
     exercise = exercises.get(exercise_id)
     verdict = verdict_for(exercise_id, answer_source(exercise.target, _history()))
+    lines, failure = topic_report(verdict, topic)
+    for line in lines:
+        print(line)
+    if failure is not None:
+        raise AssertionError(failure)
+
+
+def topic_report(verdict, topic: str) -> tuple[list[str], str | None]:
+    """What a test cell of ``topic`` prints for this verdict, and the failure it raises (None if
+    every check of the topic passed). ``grade batch --gradebook`` writes the same as cell outputs."""
     if verdict.status == "error":
-        raise AssertionError(f"Your answer could not be graded: {verdict.error}")
+        return [], f"Your answer could not be graded: {verdict.error}"
     checks = [c for c in verdict.checks if c.topic == topic]
-    for c in checks:
-        print(f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}")
+    if not checks:
+        return [], f"The grader has no {topic} checks for {verdict.exercise}."
+    lines = [f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}"
+             for c in checks]
     failed = [c for c in checks if c.status != "passed"]
-    if failed:
-        details = "\n\n".join(f"{c.title} ({c.id}, {c.status}):\n{c.message}" for c in failed)
-        raise AssertionError(f"{len(failed)} of {len(checks)} {topic} check(s) did not pass.\n\n{details}")
+    if not failed:
+        return lines, None
+    details = "\n\n".join(f"{c.title} ({c.id}, {c.status}):\n{c.message}" for c in failed)
+    return lines, f"{len(failed)} of {len(checks)} {topic} check(s) did not pass.\n\n{details}"

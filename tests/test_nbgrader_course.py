@@ -191,19 +191,75 @@ def test_course_command_refuses_to_overwrite_changed_notebooks(tmp_path):
     assert subprocess.run(command + ["--force"], capture_output=True, env=env).returncode == 0
 
 
-def test_batch_writes_the_gradebook_like_autograde(course, tmp_path):
-    """grade batch --gradebook stores per-cell scores that nbgrader export reads, matching autograde's."""
+def test_batch_autogrades_into_the_gradebook_without_executing_notebooks(course, tmp_path):
+    """grade batch --gradebook gives every cell autograde's score, writes the autograded notebooks,
+    and nbgrader export and generate_feedback work, while no kernel could have started."""
     copy = tmp_path / "course"
     shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded", "feedback"))
     (copy / "gradebook.db").unlink()
     nbgrader(copy, "generate_assignment", "exercise3", "--force")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120")
+    with open(copy / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write('\nc.Execute.kernel_name = "no-such-kernel"  # executing a notebook would fail\n')
+    (copy / "submitted" / "dave" / "exercise3").mkdir(parents=True)
+    (copy / "submitted" / "dave" / "exercise3" / "exercise3.py").write_text(SOLUTION, encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="200")
     result = subprocess.run([sys.executable, "-m", "grader", "batch", str(copy / "submitted"), "--exercise",
                              "exercise3", "--out", str(tmp_path / "out"), "--gradebook", str(copy)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert scores(copy) == {student: {k: v for k, v in grades.items() if k != "exercise3-why-two-norms"}
-                            | {"exercise3-why-two-norms": 0.0} for student, grades in scores(course).items()}
+    assert "Autograded 3 student(s)" in result.stdout
+    assert "Not stored for dave: not a notebook at submitted/dave/exercise3/exercise3.ipynb" in result.stdout
+    assert scores(copy) == scores(course)
+    bob = json.loads((copy / "autograded" / "bob" / "exercise3" / "exercise3.ipynb").read_text())
+    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in bob["cells"]}
+    assert [o["output_type"] for o in cells["exercise3-weights"]["outputs"]] == ["stream", "error"]
+    assert [o["output_type"] for o in cells["exercise3-forward"]["outputs"]] == ["stream"]
     nbgrader(copy, "export")
     exported = (copy / "grades.csv").read_text(encoding="utf-8")
     assert "alice" in exported and "bob" in exported
+    nbgrader(copy, "generate_feedback", "exercise3")
+    feedback = (copy / "feedback" / "bob" / "exercise3" / "exercise3.html").read_text(encoding="utf-8")
+    assert "weights.two_norms" in feedback and "one instance is called 2 times" in feedback
+
+
+def test_batch_refuses_a_test_cell_it_cannot_score(course, tmp_path):
+    """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
+    from grader.gradebook import store
+    from grader.grading import grade as grade_one
+    from grader.batch import Result, Submission
+
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded", "feedback"))
+    (copy / "gradebook.db").unlink()
+    extra = nbformat.v4.new_code_cell("assert False")
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "exercise3-extra", "locked": True, "points": 1.0,
+                                  "schema_version": 3, "solution": False, "task": False}
+    for path in (copy / "source" / "exercise3" / "exercise3.ipynb",
+                 copy / "submitted" / "alice" / "exercise3" / "exercise3.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        notebook.cells.append(extra)
+        nbformat.write(notebook, path)
+    nbgrader(copy, "generate_assignment", "exercise3", "--force")
+    verdict = grade_one("exercise3", path)
+    stored = store(copy, "exercise3", [Result(Submission("alice", path), verdict, 1.0)])
+    assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
+
+
+def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_and_raises():
+    from grader.gradebook import topic_outputs
+    from grader.verdict import CheckResult, Verdict
+
+    checks = [CheckResult("weights.two_norms", "Two norms", "weights", "failed", 0.0, 2.0, "one instance is shared"),
+              CheckResult("weights.trainable_list", "Weights", "weights", "passed", 1.0, 1.0, ""),
+              CheckResult("api.builds", "Builds", "api", "passed", 2.0, 2.0, "")]
+    verdict = Verdict("exercise3", "bob.ipynb", "failed", 3.0, 5.0, None, checks, {})
+    weights = topic_outputs(verdict, "weights")
+    assert [o.output_type for o in weights] == ["stream", "error"]
+    assert "✗ Two norms (weights.two_norms): 0/2" in weights[0].text
+    assert weights[1].ename == "AssertionError" and "1 of 2 weights check(s)" in weights[1].evalue
+    assert "one instance is shared" in weights[1].evalue
+    assert [o.output_type for o in topic_outputs(verdict, "api")] == ["stream"]
+    assert topic_outputs(verdict, "mask")[-1].output_type == "error"  # no checks of a topic earn nothing
+    broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
+    [output] = topic_outputs(broken, "api")
+    assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue

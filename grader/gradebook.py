@@ -1,0 +1,137 @@
+"""Scores of a batch into an nbgrader course, through nbgrader's own autograde.
+
+``grade batch --gradebook COURSE`` has graded each notebook already (in a
+forked child, as ``grade`` does). Here nbgrader's ``Autograde`` converter runs
+for each student with one step swapped: instead of ``Execute``, which would
+start a kernel and run the notebook again, ``VerdictOutputs`` gives every test
+cell the output its hidden tests print in a real run (the check lines, and for
+a topic with a failed check the AssertionError that ``assert_topic`` raises),
+taken from the verdict. Everything else is nbgrader's: the submission is
+sanitised (locked cells restored), scores are saved cell by cell (a cell with
+an error scores 0), late penalties applied and the autograded notebook written
+to ``autograded/<student>/<assignment>/``. ``nbgrader export``,
+``nbgrader generate_feedback`` and formgrader then work as after
+``nbgrader autograde``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import exercises
+from .notebook import topic_report
+
+
+class CellCannotBeScored(Exception):
+    """A test cell that no topic of the exercise answers for."""
+
+
+@dataclass
+class Stored:
+    students: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (student, why): not in the course's layout
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (student, why): nbgrader's autograde failed
+
+
+def topic_outputs(verdict, topic: str) -> list:
+    """The outputs a test cell of ``topic`` shows after ``assert_topic`` ran on this verdict."""
+    import nbformat
+
+    lines, failure = topic_report(verdict, topic)
+    outputs = []
+    if lines:
+        outputs.append(nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines) + "\n"))
+    if failure is not None:
+        outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=failure,
+                                              traceback=[f"AssertionError: {failure}"]))
+    return outputs
+
+
+def _verdict_outputs_class():
+    from nbgrader.preprocessors import NbGraderPreprocessor
+    from traitlets import Any, Unicode
+
+    class VerdictOutputs(NbGraderPreprocessor):
+        """Stands in for nbgrader's Execute: the test cells get their outputs from a verdict."""
+
+        exercise_id = Unicode()
+        verdict = Any()
+
+        def preprocess_cell(self, cell, resources, index):
+            meta = cell.metadata.get("nbgrader", {})
+            grade_id = meta.get("grade_id")  # OverwriteCells removed it from cells the gradebook lacks
+            if cell.cell_type == "code" and meta.get("grade") and grade_id:
+                topics = exercises.get(self.exercise_id).topic_points()
+                topic = grade_id.removeprefix(f"{self.exercise_id}-")
+                if topic not in topics:
+                    raise CellCannotBeScored(f"test cell {grade_id!r} is not one of {self.exercise_id}'s topics "
+                                             f"({', '.join(topics)}); only nbgrader autograde can score it")
+                cell.outputs = topic_outputs(self.verdict, topic)
+            return cell, resources
+
+    return VerdictOutputs
+
+
+def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
+    """Autograde, in nbgrader's sense, each result whose submission is the notebook
+    ``COURSE/submitted/<student>/<exercise>/<exercise>.ipynb``, using its verdict.
+    The assignment must have been generated in that course (``nbgrader generate_assignment``)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import Execute
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    course = Path(course).resolve()
+    database = course / "gradebook.db"
+    if not database.is_file():
+        raise FileNotFoundError(f"{database} does not exist: run nbgrader generate_assignment {exercise_id} there first")
+    config = Config()
+    if (course / "nbgrader_config.py").is_file():
+        config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+    config.CourseDirectory.root = str(course)
+    with Gradebook(f"sqlite:///{database}", config.CourseDirectory.get("course_id", "default_course")) as gradebook:
+        try:
+            gradebook.find_notebook(exercise_id, exercise_id)
+        except MissingEntry:
+            raise LookupError(f"the gradebook has no notebook {exercise_id} in assignment {exercise_id}: "
+                              f"run nbgrader generate_assignment {exercise_id} first") from None
+
+    steps = list(config.Autograde.get("autograde_preprocessors",
+                                      Autograde.class_traits()["autograde_preprocessors"].default()))
+    if not any(isinstance(step, type) and issubclass(step, Execute) for step in steps):
+        raise LookupError("the course's Autograde.autograde_preprocessors has no Execute step to stand in for")
+    verdict_outputs = _verdict_outputs_class()
+    stored = Stored()
+    for result in results:
+        student = result.submission.id
+        expected = course / "submitted" / student / exercise_id / f"{exercise_id}.ipynb"
+        if Path(result.submission.path).resolve() != expected:
+            stored.skipped.append((student, f"not a notebook at {expected.relative_to(course)}"))
+        else:
+            step = verdict_outputs(exercise_id=exercise_id, verdict=result.verdict)
+            config.Autograde.autograde_preprocessors = [
+                step if isinstance(s, type) and issubclass(s, Execute) else s for s in steps]
+            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            outcome = api.autograde(exercise_id, student, force=True, create=True)
+            if outcome.get("success"):
+                stored.students.append(student)
+            else:
+                stored.failed.append((student, _why(outcome)))
+        if on_student is not None:
+            on_student(student)
+    return stored
+
+
+def _why(outcome: dict) -> str:
+    """The reason nbgrader's log gives (the converter re-raises every failure as one generic error)."""
+    text = "\n".join(str(outcome.get(key) or "") for key in ("log", "error"))
+    marker = f"{CellCannotBeScored.__name__}: "
+    for line in text.splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1].strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "nbgrader autograde failed"
