@@ -16,6 +16,7 @@ to ``autograded/<student>/<assignment>/``. ``nbgrader export``,
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,7 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import Execute
+    from sqlalchemy.exc import SAWarning
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -116,7 +118,10 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
             config.Autograde.autograde_preprocessors = [
                 step if isinstance(s, type) and issubclass(s, Execute) else s for s in steps]
             api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-            outcome = api.autograde(exercise_id, student, force=True, create=True)
+            with warnings.catch_warnings():
+                # nbgrader's own SQLAlchemy usage warns about session autoflush; nothing for the instructor
+                warnings.simplefilter("ignore", SAWarning)
+                outcome = api.autograde(exercise_id, student, force=True, create=True)
             if outcome.get("success"):
                 stored.students.append(student)
             else:
