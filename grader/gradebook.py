@@ -62,7 +62,8 @@ def _verdict_outputs_class():
         def preprocess_cell(self, cell, resources, index):
             meta = cell.metadata.get("nbgrader", {})
             grade_id = meta.get("grade_id")  # OverwriteCells removed it from cells the gradebook lacks
-            if cell.cell_type == "code" and meta.get("grade") and grade_id:
+            # an autograder test cell in nbgrader's sense; a graded answer cell is marked by hand
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and grade_id:
                 topics = exercises.get(self.exercise_id).topic_points()
                 topic = grade_id.removeprefix(f"{self.exercise_id}-")
                 if topic not in topics:
