@@ -346,9 +346,13 @@ def batch_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
-    if args.gradebook is not None and not (args.gradebook / "gradebook.db").is_file():
-        parser.error(f"{args.gradebook / 'gradebook.db'} does not exist: run nbgrader generate_assignment "
-                     f"{exercise.id} in {args.gradebook} first")
+    if args.gradebook is not None:  # refused before grading, not after
+        from .gradebook import course_config
+
+        try:
+            course_config(args.gradebook, exercise.id)
+        except (FileNotFoundError, LookupError) as exc:
+            parser.error(f"--gradebook: {exc}")
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
 

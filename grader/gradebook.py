@@ -51,12 +51,13 @@ def topic_outputs(verdict, topic: str) -> list:
 
 def _verdict_outputs_class():
     from nbgrader.preprocessors import NbGraderPreprocessor
-    from traitlets import Any, Unicode
+    from traitlets import Any, List, Unicode
 
     class VerdictOutputs(NbGraderPreprocessor):
         """Stands in for nbgrader's Execute: the test cells get their outputs from a verdict."""
 
         exercise_id = Unicode()
+        topics = List(Unicode())
         verdict = Any()
 
         def preprocess_cell(self, cell, resources, index):
@@ -64,34 +65,29 @@ def _verdict_outputs_class():
             grade_id = meta.get("grade_id")  # OverwriteCells removed it from cells the gradebook lacks
             # an autograder test cell in nbgrader's sense; a graded answer cell is marked by hand
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and grade_id:
-                topics = exercises.get(self.exercise_id).topic_points()
                 topic = grade_id.removeprefix(f"{self.exercise_id}-")
-                if topic not in topics:
+                if topic not in self.topics:
                     raise CellCannotBeScored(f"test cell {grade_id!r} is not one of {self.exercise_id}'s topics "
-                                             f"({', '.join(topics)}); only nbgrader autograde can score it")
+                                             f"({', '.join(self.topics)}); only nbgrader autograde can score it")
                 cell.outputs = topic_outputs(self.verdict, topic)
             return cell, resources
 
     return VerdictOutputs
 
 
-def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
-    """Autograde, in nbgrader's sense, each result whose submission is the notebook
-    ``COURSE/submitted/<student>/<exercise>/<exercise>.ipynb``, using its verdict.
-    The assignment must have been generated in that course (``nbgrader generate_assignment``)."""
+def course_config(course: Path, exercise_id: str):
+    """The course's nbgrader configuration, once the course is known to be ready for ``store``:
+    it has a gradebook holding the assignment, and an autograde with an Execute step to stand in for.
+    Raises FileNotFoundError or LookupError saying what to run first."""
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.apps.api import NbGraderAPI
-    from nbgrader.converters import Autograde
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import Execute
-    from sqlalchemy.exc import SAWarning
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
     course = Path(course).resolve()
     database = course / "gradebook.db"
     if not database.is_file():
-        raise FileNotFoundError(f"{database} does not exist: run nbgrader generate_assignment {exercise_id} there first")
+        raise FileNotFoundError(f"{database} does not exist: run nbgrader generate_assignment {exercise_id} "
+                                f"in {course} first")
     config = Config()
     if (course / "nbgrader_config.py").is_file():
         config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
@@ -101,12 +97,38 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
             gradebook.find_notebook(exercise_id, exercise_id)
         except MissingEntry:
             raise LookupError(f"the gradebook has no notebook {exercise_id} in assignment {exercise_id}: "
-                              f"run nbgrader generate_assignment {exercise_id} first") from None
-
-    steps = list(config.Autograde.get("autograde_preprocessors",
-                                      Autograde.class_traits()["autograde_preprocessors"].default()))
-    if not any(isinstance(step, type) and issubclass(step, Execute) for step in steps):
+                              f"run nbgrader generate_assignment {exercise_id} in {course} first") from None
+    if not any(_is_execute(step) for step in _autograde_steps(config)):
         raise LookupError("the course's Autograde.autograde_preprocessors has no Execute step to stand in for")
+    return config
+
+
+def _autograde_steps(config) -> list:
+    """The preprocessors nbgrader autograde runs after sanitising, as this course configures them."""
+    from nbgrader.converters import Autograde
+
+    return list(config.Autograde.get("autograde_preprocessors",
+                                     Autograde.class_traits()["autograde_preprocessors"].default()))
+
+
+def _is_execute(step) -> bool:
+    from nbgrader.preprocessors import Execute
+
+    return isinstance(step, type) and issubclass(step, Execute)
+
+
+def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
+    """Autograde, in nbgrader's sense, each result whose submission is the notebook
+    ``COURSE/submitted/<student>/<exercise>/<exercise>.ipynb``, using its verdict.
+    The course must be ready (``course_config``)."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from sqlalchemy.exc import SAWarning
+
+    course = Path(course).resolve()
+    config = course_config(course, exercise_id)
+    steps = _autograde_steps(config)
+    topics = list(exercises.get(exercise_id).topic_points())
     verdict_outputs = _verdict_outputs_class()
     stored = Stored()
     for result in results:
@@ -115,9 +137,8 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
         if Path(result.submission.path).resolve() != expected:
             stored.skipped.append((student, f"not a notebook at {expected.relative_to(course)}"))
         else:
-            step = verdict_outputs(exercise_id=exercise_id, verdict=result.verdict)
-            config.Autograde.autograde_preprocessors = [
-                step if isinstance(s, type) and issubclass(s, Execute) else s for s in steps]
+            step = verdict_outputs(exercise_id=exercise_id, topics=topics, verdict=result.verdict)
+            config.Autograde.autograde_preprocessors = [step if _is_execute(s) else s for s in steps]
             api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
             with warnings.catch_warnings():
                 # nbgrader's own SQLAlchemy usage warns about session autoflush; nothing for the instructor

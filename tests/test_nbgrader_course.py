@@ -263,3 +263,21 @@ def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_and_raises():
     broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
     [output] = topic_outputs(broken, "api")
     assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue
+
+
+def test_batch_refuses_a_course_not_ready_before_grading(tmp_path):
+    course = tmp_path / "course"
+    write_course(course)
+    submission = tmp_path / "alice.py"
+    submission.write_text(SOLUTION, encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "grader", "batch", str(submission), "--exercise", "exercise3",
+               "--out", str(tmp_path / "out"), "--gradebook", str(course)]
+    no_database = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert no_database.returncode == 2 and "gradebook.db does not exist" in no_database.stderr
+    nbgrader(course, "generate_assignment", "exercise1")
+    other_assignment = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert other_assignment.returncode == 2
+    assert "has no notebook exercise3" in other_assignment.stderr
+    assert "generate_assignment exercise3" in other_assignment.stderr
+    assert not (tmp_path / "out").exists()  # nothing was graded
