@@ -173,12 +173,14 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     file watcher has started, is graded at the next wake-up; a save of the same text is not graded
     twice; while the file is missing (an editor replacing it) nothing is graded.
     """
-    graded = _fingerprint(submission)
+    from .progress import file_digest
+
+    graded = file_digest(submission)
     verdict = grade_once()
     _waiting(console, submission)
     try:
         for _changes in wakeups:
-            current = _fingerprint(submission)
+            current = file_digest(submission)
             if current is None or current == graded:
                 continue
             graded = current
@@ -188,15 +190,6 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     except KeyboardInterrupt:
         pass
     return verdict.exit_code
-
-
-def _fingerprint(path: Path) -> str | None:
-    import hashlib
-
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _waiting(console, submission: Path) -> None:
