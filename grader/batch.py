@@ -33,7 +33,8 @@ from pathlib import Path
 from . import exercises
 from .grading import Grading, Settings
 from .sandbox import (
-    MAX_EVIDENCE_BYTES, MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ChildRun, child_environment, end_run, make_scratch,
+    MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ChildRun, ControlChannel, RecordParser, child_environment, end_run,
+    make_scratch,
 )
 
 SUFFIXES = (".py", ".ipynb")
@@ -97,14 +98,14 @@ class Workers:
         multiprocessing.forkserver.ensure_running()
         from .checks import plugin  # noqa: F401
 
-    def __call__(self, job: dict, source: str, timeout: float, memory_mb: int) -> "ForkedChild":
-        return ForkedChild(self._context, job, source, timeout, memory_mb)
+    def __call__(self, job: dict, source: str, timeout: float, memory_mb: int, respond=None) -> "ForkedChild":
+        return ForkedChild(self._context, job, source, timeout, memory_mb, respond)
 
 
 class ForkedChild:
     """One submission in a forked child; ``wait()`` gives its ChildRun, as sandbox.Child does."""
 
-    def __init__(self, context, job: dict, source: str, timeout: float, memory_mb: int):
+    def __init__(self, context, job: dict, source: str, timeout: float, memory_mb: int, respond=None):
         from .child import forked
 
         self._scratch, job = make_scratch(job, source)
@@ -114,27 +115,26 @@ class ForkedChild:
         self._stdout = os.path.join(self._private, "stdout")
         self._stderr = os.path.join(self._private, "stderr")
         receiver, sender = context.Pipe(duplex=False)
+        control_receiver, control_sender = context.Pipe(duplex=False)
         self._started = time.perf_counter()
         self._process = context.Process(
             target=forked.run,
-            args=(json.dumps(job), sender, self._stdout, self._stderr, memory_mb, MAX_FILE_BYTES,
+            args=(json.dumps(job), sender, control_receiver, self._stdout, self._stderr, memory_mb, MAX_FILE_BYTES,
                   child_environment(self._scratch)),
             daemon=False,
         )
         self._process.start()
         sender.close()
-        self._chunks: list[bytes] = []
+        control_receiver.close()
+        self._control = ControlChannel(control_sender.send_bytes, control_sender.close)
+        self._parser = RecordParser(ChildRun(), respond, self._control)
         self._reader = threading.Thread(target=self._read, args=(receiver,), daemon=True)
         self._reader.start()
 
     def _read(self, receiver) -> None:
-        total = 0
         try:
             while True:
-                block = receiver.recv_bytes()
-                total += len(block)
-                if total <= MAX_EVIDENCE_BYTES:
-                    self._chunks.append(block)
+                self._parser.feed(receiver.recv_bytes())
         except (EOFError, OSError):
             pass
         finally:
@@ -159,7 +159,7 @@ class ForkedChild:
     def wait(self) -> ChildRun:
         if self._result is not None:
             return self._result
-        run = ChildRun()
+        run = self._parser.run
         remaining = self._timeout - (time.perf_counter() - self._started)
         self._process.join(max(remaining, 0.0))
         if self._process.exitcode is None:
@@ -170,8 +170,9 @@ class ForkedChild:
             pass
         self._process.join()
         self._reader.join(timeout=5)
-        end_run(run, self._started, self._process.exitcode, b"".join(self._chunks), _capped(self._stdout),
-                _capped(self._stderr))
+        self._control.close()
+        end_run(run, self._started, self._process.exitcode, _capped(self._stdout), _capped(self._stderr))
+        self._parser.finish()
         shutil.rmtree(self._scratch, ignore_errors=True)
         shutil.rmtree(self._private, ignore_errors=True)
         self._result = run

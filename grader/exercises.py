@@ -170,12 +170,14 @@ JOBS = {
 
 _LAYER_PREREQUISITES = {
     "construct": ("load", "api.constructor"),
-    "forward": ("construct", "api.constructor"),
-    "mask": ("construct", "api.constructor"),
-    "causal": ("construct", "api.constructor"),
-    "functional": ("construct", "api.constructor"),
-    "config": ("construct", "api.constructor"),
-    "saving": ("construct", "api.constructor"),
+    "variables": ("construct", "api.constructor"),
+    "values": ("variables", "api.output_shape"),
+    "forward": ("values", "api.output_shape"),
+    "mask": ("values", "api.output_shape"),
+    "causal": ("values", "api.output_shape"),
+    "functional": ("values", "api.output_shape"),
+    "config": ("values", "api.output_shape"),
+    "saving": ("values", "api.output_shape"),
     "gradients": ("forward", "api.output_shape"),
 }
 
@@ -189,10 +191,12 @@ EXERCISES = {
         Exercise(
             "exercise5", "A text classifier", "build_classifier", kind="function",
             prerequisites={
-                "predict": ("build", "api.model"),
-                "mask": ("build", "api.model"),
-                "training": ("build", "api.model"),
-                "saving": ("build", "api.model"),
+                "variables": ("build", "api.model"),
+                "values": ("variables", "api.model"),
+                "predict": ("values", "api.model"),
+                "mask": ("values", "api.model"),
+                "training": ("values", "api.model"),
+                "saving": ("values", "api.model"),
             },
         ),
     )

@@ -16,7 +16,7 @@ from .sandbox import Child, ChildRun
 from .submission import SubmissionError, read_source
 from .verdict import Verdict, error_verdict, summarise
 
-DEFAULT_SEED = 0
+DEFAULT_SEED = None  # a fresh secret seed for every run
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MEMORY_MB = 4096
 
@@ -25,7 +25,7 @@ DEFAULT_MEMORY_MB = 4096
 class Settings:
     """Everything that can change a verdict besides the submission, resolved once."""
 
-    seed: int = DEFAULT_SEED
+    seed: int | None = DEFAULT_SEED
     timeout: float = DEFAULT_TIMEOUT
     memory_mb: int = DEFAULT_MEMORY_MB
 
@@ -39,12 +39,18 @@ class Grading:
         """``runner(job, source, timeout, memory_mb)`` starts the child and returns something
         whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
         pre-imported worker in batch mode (``grader.batch``)."""
+        from . import inputs
+
         self.exercise = exercises.get(exercise_id)
         self.path = Path(submission).resolve()
         self.settings = settings
+        self.seed = settings.seed if settings.seed is not None else inputs.new_seed()
+        self.secrets: dict | None = None
+        self.internal_error: str | None = None
         self.context = {
             "title": self.exercise.title,
-            "seed": settings.seed,
+            "seed": self.seed,
+            "seed_given": settings.seed is not None,
             "timeout": settings.timeout,
             "memory_mb": settings.memory_mb,
             "python": platform.python_version(),
@@ -57,14 +63,35 @@ class Grading:
             self.early_error = str(exc)
             return
         self.job = dict(
-            self.exercise.job(settings.seed),
+            inputs.public_job(self.exercise),
             exercise=self.exercise.id,
             class_name=self.exercise.target,
             kind=self.exercise.kind,
-            seed=settings.seed,
             memory_mb=settings.memory_mb,
         )
-        self.child = runner(self.job, source, settings.timeout, settings.memory_mb)
+        self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
+
+    def _respond(self, record: dict) -> bytes | None:
+        """Answer the child's report of the built layer with the secret part of the job."""
+        from . import inputs, wire
+
+        if record.get("event") != "end" or record.get("phase") != "variables":
+            return None
+        if not record.get("ok"):
+            self.secrets = self.secrets if self.secrets is not None else {}
+            return None
+        if self.secrets is not None:
+            return None
+        try:
+            self.secrets = inputs.secret_job(self.exercise, self.seed, record.get("data"))
+            return wire.dumps(self.secrets)
+        except inputs.BadBuildReport as exc:
+            self.secrets = {}
+            self.internal_error = f"the grading process reported the layer's variables in a malformed way ({exc})"
+        except Exception as exc:  # the grader's own failure: never the student's
+            self.secrets = {}
+            self.internal_error = f"the grader failed while choosing the inputs ({type(exc).__name__}: {exc})"
+        return None
 
     def finish(self) -> Verdict:
         exercise, path = self.exercise, str(self.path)
@@ -76,7 +103,7 @@ class Grading:
         from .checks.evidence import Evidence
         from .checks.plugin import run_checks
 
-        evidence = Evidence(self.child, exercise.prerequisites, self.job)
+        evidence = Evidence(self.child, exercise.prerequisites, self.job, lambda: self.secrets)
         try:
             checks = run_checks(exercise.checks, evidence)
         finally:
@@ -95,7 +122,8 @@ class Grading:
                 else f"time and memory limits only ({sandbox.get('reason', 'no Landlock')})"
             )
         self.context["output"] = student_output(run.stdout)
-        problem = _ungradable(run, exercise)
+        problem = _ungradable(run, exercise) or (
+            f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
         if problem:
             return error_verdict(exercise.id, path, problem, max_score, self.context)
         return summarise(exercise.id, path, checks, self.context)

@@ -1,9 +1,11 @@
 """Runs a submission in a child process with a wall-clock and a memory limit.
 
-The child gets a scratch copy of the submission, its job on stdin and a
-private pipe for evidence. Its stdout and stderr are captured and capped; its
-exit code is recorded but never trusted. The whole process group is killed at
-the time limit.
+The child gets a scratch copy of the submission, the public part of its job on
+stdin, a private pipe for evidence and a second pipe, the control channel, on
+which the parent answers the child's report of the layer's variables with the
+secret part of the job (``respond``). Evidence is parsed as it arrives. The
+child's stdout and stderr are captured and capped; its exit code is recorded
+but never trusted. The whole process group is killed at the time limit.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import wire
 
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
 MAX_OUTPUT_BYTES = 32 * 1024
@@ -64,18 +68,21 @@ class ChildRun:
 class Child:
     """A running child: started at once, waited for when its evidence is needed."""
 
-    def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int):
+    def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None):
+        """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
+        are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
         self._timeout = timeout
         self._result: ChildRun | None = None
         try:
-            self._start(job, memory_mb)
+            self._start(job, memory_mb, respond)
         except BaseException:
             self._cleanup()
             raise
 
-    def _start(self, job: dict, memory_mb: int) -> None:
+    def _start(self, job: dict, memory_mb: int, respond) -> None:
         read_fd, write_fd = os.pipe()
+        control_read, control_write = os.pipe()
         env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         env.update(child_environment(self._scratch))
         limit = int(memory_mb) * 1024 * 1024
@@ -88,24 +95,29 @@ class Child:
         self._started = time.perf_counter()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.child", str(write_fd)],
+                [sys.executable, "-I", "-m", "grader.child", str(write_fd), str(control_read)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self._scratch,
                 env=env,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, control_read),
                 start_new_session=True,
                 preexec_fn=limits,
             )
+        except BaseException:
+            os.close(control_write)
+            raise
         finally:
             os.close(write_fd)
-        self._chunks: list[bytes] = []
+            os.close(control_read)
+        self._control = ControlChannel(lambda data: _write_all(control_write, data), lambda: os.close(control_write))
+        self._parser = RecordParser(ChildRun(), respond, self._control)
         self._out: list[bytes] = []
         self._err: list[bytes] = []
         self._readers = [
-            threading.Thread(target=_read_capped, daemon=True,
-                             args=(os.fdopen(read_fd, "rb", buffering=0), self._chunks, MAX_EVIDENCE_BYTES)),
+            threading.Thread(target=_read_records, daemon=True,
+                             args=(os.fdopen(read_fd, "rb", buffering=0), self._parser)),
             threading.Thread(target=_read_capped, args=(self._proc.stdout, self._out, MAX_OUTPUT_BYTES), daemon=True),
             threading.Thread(target=_read_capped, args=(self._proc.stderr, self._err, MAX_OUTPUT_BYTES), daemon=True),
         ]
@@ -121,7 +133,7 @@ class Child:
         """Wait for the child (killing it at the time limit) and return what it sent."""
         if self._result is not None:
             return self._result
-        run = ChildRun()
+        run = self._parser.run
         try:
             remaining = self._timeout - (time.perf_counter() - self._started)
             self._proc.wait(timeout=max(remaining, 0.0))
@@ -131,13 +143,60 @@ class Child:
         self._proc.wait()
         for reader in self._readers:
             reader.join(timeout=5)
-        end_run(run, self._started, self._proc.returncode, b"".join(self._chunks), _text(self._out), _text(self._err))
+        self._control.close()
+        end_run(run, self._started, self._proc.returncode, _text(self._out), _text(self._err))
+        self._parser.finish()
         self._cleanup()
         self._result = run
         return run
 
     def _cleanup(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+class ControlChannel:
+    """The parent's end of the control channel: one message, written off the reader's thread
+    (a child that does not read cannot stall the evidence), then closed."""
+
+    def __init__(self, write, close):
+        self._write = write
+        self._close = close
+        self._lock = threading.Lock()
+        self._used = False
+        self._closed = False
+
+    def send(self, data: bytes) -> None:
+        with self._lock:
+            if self._used or self._closed:
+                return
+            self._used = True
+
+        def deliver():
+            try:
+                self._write(data)
+            except (BrokenPipeError, OSError, EOFError, ValueError):
+                pass
+            finally:
+                self.close()
+
+        threading.Thread(target=deliver, daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._close()
+        except (OSError, EOFError, ValueError):
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def child_environment(scratch: str) -> dict:
@@ -160,23 +219,31 @@ def make_scratch(job: dict, submission_source: str) -> tuple[str, dict]:
     return scratch, dict(job, submission=str(submission))
 
 
-def end_run(run: ChildRun, started: float, returncode: int | None, evidence: bytes, stdout: str,
-            stderr: str) -> ChildRun:
+def end_run(run: ChildRun, started: float, returncode: int | None, stdout: str, stderr: str) -> ChildRun:
     """Fill in what the parent learnt after the child ended."""
     run.seconds = time.perf_counter() - started
     run.returncode = returncode
     if returncode is not None and returncode < 0:
-        run.signal_name = signal.Signals(-returncode).name
+        run.signal_name = signal_name(-returncode)
     run.stdout = stdout
     run.stderr = stderr
     run.memory_exceeded = looks_out_of_memory(stderr)
-    _parse(evidence, run)
     return run
 
 
-def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int) -> ChildRun:
+def signal_name(number: int) -> str:
+    """SIGKILL, SIGRTMIN+3, ... — any signal number, real-time ones included."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        if signal.SIGRTMIN <= number <= signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return f"signal {number}"
+
+
+def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None) -> ChildRun:
     """Run ``grader.child`` on ``submission_source`` (the text of the student's code)."""
-    return Child(job, submission_source, timeout, memory_mb).wait()
+    return Child(job, submission_source, timeout, memory_mb, respond).wait()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -184,6 +251,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _read_records(pipe, parser: "RecordParser") -> None:
+    with pipe:
+        while True:
+            block = pipe.read(1 << 16)
+            if not block:
+                return
+            parser.feed(block)
 
 
 def _read_capped(pipe, chunks: list[bytes], cap: int) -> None:
@@ -219,30 +295,99 @@ def looks_out_of_memory(text: str) -> bool:
     return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
 
 
-def _parse(data: bytes, run: ChildRun) -> None:
-    """Phase records, strictly: a record that does not parse, or a phase reported
-    twice, makes the whole stream untrusted."""
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
+class RecordParser:
+    """Reads evidence records as they arrive, strictly: a record that does not parse, an
+    unknown record or a phase reported twice makes the whole stream untrusted, and nothing
+    after it is read. ``respond(record)`` sees each good record; what it returns is sent
+    down the control channel."""
+
+    def __init__(self, run: ChildRun, respond=None, control: "ControlChannel | None" = None):
+        self.run = run
+        self._respond = respond
+        self._control = control
+        self._buffer = bytearray()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self._lock:
+            if self.run.protocol_error:
+                return
+            self._total += len(data)
+            if self._total > MAX_EVIDENCE_BYTES:
+                self._fail("the grading process sent more evidence than the grader accepts")
+                return
+            self._buffer.extend(data)
+            while not self.run.protocol_error:
+                end = self._buffer.find(b"\n")
+                if end < 0:
+                    break
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                if line.strip():
+                    self._line(line)
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._buffer.strip() and not self.run.protocol_error:
+                self._line(bytes(self._buffer))
+            self._buffer.clear()
+
+    def _fail(self, why: str) -> None:
+        self.run.protocol_error = why
+        self._buffer.clear()
+        if self._control is not None:
+            self._control.close()  # a child waiting for its secrets learns there are none
+
+    def _line(self, line: bytes) -> None:
+        run = self.run
         try:
-            record = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            run.protocol_error = "the grading process sent data that is not valid evidence"
+            record = wire.loads(line)
+        except wire.WireError as exc:
+            self._fail(f"the grading process sent data that is not valid evidence ({exc})")
             return
         if not isinstance(record, dict):
-            run.protocol_error = "the grading process sent data that is not valid evidence"
+            self._fail("the grading process sent data that is not valid evidence")
             return
-        event = record.get("event")
-        if event == "start" and isinstance(record.get("phase"), str):
-            run.started.append(record["phase"])
-        elif event == "end" and isinstance(record.get("phase"), str):
-            if record["phase"] in run.phases:
-                run.protocol_error = f"phase {record['phase']!r} was reported twice"
+        event, phase = record.get("event"), record.get("phase")
+        if event == "start" and isinstance(phase, str):
+            run.started.append(phase)
+        elif event == "end" and isinstance(phase, str):
+            if phase in run.phases:
+                self._fail(f"phase {phase!r} was reported twice")
                 return
-            run.phases[record["phase"]] = record
+            problem = _malformed_end(record)
+            if problem:
+                self._fail(f"the record of phase {phase!r} is malformed ({problem})")
+                return
+            run.phases[phase] = record
         elif event == "done":
             run.finished = True
         else:
-            run.protocol_error = "the grading process sent an unknown record"
+            self._fail("the grading process sent an unknown record")
             return
+        if self._respond is not None:
+            answer = self._respond(record)
+            if self._control is not None and answer is not None:
+                self._control.send(answer)
+
+
+def _malformed_end(record: dict) -> str | None:
+    if not isinstance(record.get("ok"), bool):
+        return "ok is not true or false"
+    if not isinstance(record.get("data"), dict):
+        return "data is not an object"
+    error = record.get("error")
+    if record["ok"] and error is not None:
+        return "a successful phase carries an error"
+    if not record["ok"]:
+        if not isinstance(error, dict):
+            return "a failed phase carries no error"
+        if not isinstance(error.get("type", ""), str) or not isinstance(error.get("message", ""), str):
+            return "the error's type or message is not text"
+        frames = error.get("student_frames", [])
+        if not isinstance(frames, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("code", ""), str)
+                and isinstance(f.get("function", ""), str) for f in frames):
+            return "the error's frames are malformed"
+    return None

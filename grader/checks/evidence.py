@@ -15,6 +15,8 @@ from .framework import CheckFailed, Unavailable
 
 PHASE_WORDS = {
     "construct": "while being constructed",
+    "variables": "when first called on a batch of inputs (which builds its weights)",
+    "values": "while the grader set its weights",
     "forward": "when called on a batch of inputs",
     "mask": "when called with a padding mask",
     "config": "in the get_config / from_config round trip",
@@ -57,13 +59,22 @@ def _array(record: dict) -> np.ndarray:
 class Evidence:
     """The evidence of one child run, for one exercise."""
 
-    def __init__(self, run, prerequisites: dict[str, tuple[str, str]], job: dict):
-        """``run`` is a ChildRun, or a running sandbox.Child to wait for on first use."""
+    def __init__(self, run, prerequisites: dict[str, tuple[str, str]], job: dict, secrets=None):
+        """``run`` is a ChildRun, or a running sandbox.Child to wait for on first use;
+        ``secrets()`` gives the secret part of the job the parent chose (once the child is done)."""
         self._run = run
-        self.job = job
+        self._public_job = job
+        self._secrets = secrets
         self._prerequisites = prerequisites
         self._reported: dict[str, str] = {}
         self._decoded: dict[str, dict] = {}
+
+    @property
+    def job(self) -> dict:
+        """The whole job: its public part and the secret inputs and values the parent drew."""
+        self.run  # the secrets are final once the child has ended
+        secrets = self._secrets() if callable(self._secrets) else (self._secrets or {})
+        return dict(self._public_job, **(secrets or {}))
 
     @property
     def run(self) -> ChildRun:
@@ -77,7 +88,7 @@ class Evidence:
             if not record.get("ok"):
                 raise CheckFailed(self._student_error(name, record.get("error") or {}, check_id))
             return self._data(name, record)
-        self._raise_missing(name)
+        self._raise_missing(name, check_id)
 
     def partial(self, name: str) -> dict | None:
         """What a phase recorded before it stopped, whether or not it succeeded."""
@@ -98,10 +109,12 @@ class Evidence:
             self._decoded[name] = decode(data)
         return self._decoded[name]
 
-    def _raise_missing(self, name: str):
+    def _raise_missing(self, name: str, asking: str = ""):
         blocker = self._blocked_by(name)
         if blocker:
             phase, check_id = blocker
+            if check_id == asking:  # this check names the failure; the others point to it
+                raise CheckFailed(self._student_error(phase, self.error(phase) or {}, asking))
             raise pytest.skip.Exception(
                 f"Not checked: your code failed earlier, {PHASE_WORDS.get(phase, phase)} "
                 f"(see check {check_id})."

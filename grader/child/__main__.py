@@ -1,8 +1,9 @@
-"""Entry point of the grading child: ``python -I -m grader.child EVIDENCE_FD``.
+"""Entry point of the grading child: ``python -I -m grader.child EVIDENCE_FD CONTROL_FD``.
 
-Reads the job (JSON) from stdin, imports TensorFlow, confines itself
-(``landlock``), loads the submission from the scratch folder it runs in and
-streams evidence to the inherited pipe. Everything the student prints goes to
+Reads the public part of the job (JSON) from stdin, imports TensorFlow,
+confines itself (``landlock``), loads the submission from the scratch folder
+it runs in and streams evidence to the inherited pipe; the probe reads the
+secret part of the job from the control pipe once the layer is built. Everything the student prints goes to
 stdout/stderr, which the parent caps and never reads as a result. The probe is
 bound before the student's code is loaded, and the child leaves with
 ``os._exit``, so ``atexit`` handlers and late patches change nothing.
@@ -23,12 +24,14 @@ import warnings
 def main() -> None:
     private_fd = os.dup(int(sys.argv[1]))
     os.close(int(sys.argv[1]))
+    control_fd = os.dup(int(sys.argv[2]))
+    os.close(int(sys.argv[2]))
     job = json.loads(sys.stdin.read())
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
     from .evidence_stream import EvidenceStream
 
-    run_job(job, EvidenceStream(private_fd, job["submission"]))
+    run_job(job, EvidenceStream(private_fd, job["submission"], control_fd=control_fd))
 
 
 def run_job(job: dict, stream) -> None:
@@ -54,7 +57,7 @@ def run_job(job: dict, stream) -> None:
         data["keras"] = keras.__version__
         data["numpy"] = numpy.__version__
         data["import_seconds"] = time.perf_counter() - started
-        keras.utils.set_random_seed(int(job["seed"]))
+        keras.utils.set_random_seed(0)  # Keras's own initialisers; every weight is set by the parent later
         data["sandbox"] = restrict(scratch, python_paths()) if job.get("sandbox", True) else {
             "applied": False, "reason": "turned off"}
 

@@ -11,12 +11,13 @@ def describe_variable(variable, registry: Registry) -> dict:
     return {
         "id": registry.variable(variable),
         "shape": [int(d) for d in variable.shape],
+        "dtype": str(variable.dtype),
         "trainable": bool(variable.trainable),
         "path": str(getattr(variable, "path", getattr(variable, "name", ""))),
     }
 
 
-def describe_layer(layer, registry: Registry) -> dict:
+def describe_layer(layer, registry: Registry, values: bool = True) -> dict:
     """The facts a check may need about one layer, found through Keras's public
     attributes of its built-in class."""
     kind = keras_class(layer)
@@ -33,8 +34,8 @@ def describe_layer(layer, registry: Registry) -> dict:
             center=bool(layer.center),
             scale=bool(layer.scale),
             axis=_plain_axis(layer.axis),
-            gamma=_var(getattr(layer, "gamma", None), registry),
-            beta=_var(getattr(layer, "beta", None), registry),
+            gamma=_var(getattr(layer, "gamma", None), registry, values),
+            beta=_var(getattr(layer, "beta", None), registry, values),
         )
     elif kind == "Dense":
         activation = keras.activations.serialize(layer.activation)
@@ -43,15 +44,15 @@ def describe_layer(layer, registry: Registry) -> dict:
         record.update(
             units=int(layer.units),
             activation=str(activation),
-            kernel=_var(getattr(layer, "kernel", None), registry),
-            bias=_var(getattr(layer, "bias", None), registry),
+            kernel=_var(getattr(layer, "kernel", None), registry, values),
+            bias=_var(getattr(layer, "bias", None), registry, values),
         )
     elif kind == "Embedding":
         record.update(
             input_dim=int(layer.input_dim),
             output_dim=int(layer.output_dim),
             mask_zero=bool(getattr(layer, "mask_zero", False)),
-            embeddings=_var(getattr(layer, "embeddings", None), registry),
+            embeddings=_var(getattr(layer, "embeddings", None), registry, values),
         )
     elif kind == "MultiHeadAttention":
         record.update(
@@ -64,14 +65,16 @@ def describe_layer(layer, registry: Registry) -> dict:
         )
         for role in ("query", "key", "value", "output"):
             dense = getattr(layer, f"_{role}_dense", None)
-            record[f"{role}_kernel"] = _var(getattr(dense, "kernel", None), registry)
-            record[f"{role}_bias"] = _var(getattr(dense, "bias", None), registry)
+            record[f"{role}_kernel"] = _var(getattr(dense, "kernel", None), registry, values)
+            record[f"{role}_bias"] = _var(getattr(dense, "bias", None), registry, values)
     return record
 
 
-def _var(variable, registry: Registry):
+def _var(variable, registry: Registry, values: bool = True):
     if variable is None:
         return None
+    if not values:
+        return {"id": registry.variable(variable)}
     return {"id": registry.variable(variable), "value": to_numpy(variable)}
 
 

@@ -13,8 +13,8 @@ import resource
 import tempfile
 
 
-def run(job_text: str, connection, stdout_path: str, stderr_path: str, memory_mb: int, file_bytes: int,
-        environment: dict) -> None:
+def run(job_text: str, connection, control, stdout_path: str, stderr_path: str, memory_mb: int,
+        file_bytes: int, environment: dict) -> None:
     os.setsid()
     limit = int(memory_mb) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -31,4 +31,4 @@ def run(job_text: str, connection, stdout_path: str, stderr_path: str, memory_mb
     from .__main__ import run_job
     from .evidence_stream import EvidenceStream
 
-    run_job(job, EvidenceStream(None, job["submission"], send=connection.send_bytes))
+    run_job(job, EvidenceStream(None, job["submission"], send=connection.send_bytes, receive=control.recv_bytes))

@@ -11,11 +11,15 @@ from . import layer_phases as phases
 def run(cls, job: dict, stream, scratch: str) -> None:
     import keras
 
-    tokens = np.asarray(job["tokens"], dtype="int32")
     registry = Registry()
     layer = phases.construct(stream, cls, job["constructor_arguments"])
     if layer is None:
         return
+    warmup = phases.warmup_array(job["input_shape"], "int32", high=job["dims"]["input_dim"])
+    job = phases.receive_secrets(stream, layer, registry, lambda layer: layer(warmup), job)
+    if job is None:
+        return
+    tokens = np.asarray(job["tokens"], dtype="int32")
 
     def plain(layer):
         return layer(tokens)

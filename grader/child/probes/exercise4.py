@@ -9,6 +9,16 @@ from . import layer_phases as phases
 
 
 def run(cls, job: dict, stream, scratch: str) -> None:
+    registry = Registry()
+    layer = phases.construct(stream, cls, job["constructor_arguments"])
+    if layer is None:
+        return
+    warm_x = phases.warmup_array(job["input_shape"])
+    warm_encoder = phases.warmup_array(job["encoder_shape"])
+    job = phases.receive_secrets(stream, layer, registry, lambda layer: layer(warm_x, warm_encoder, training=False),
+                                 job)
+    if job is None:
+        return
     x = np.asarray(job["inputs"], dtype="float32")
     encoder = np.asarray(job["encoder_outputs"], dtype="float32")
     future = np.asarray(job["inputs_future_perturbed"], dtype="float32")
@@ -17,10 +27,6 @@ def run(cls, job: dict, stream, scratch: str) -> None:
         "inputs_mask": np.asarray(job["target_mask"], dtype=bool),
         "encoder_outputs_mask": np.asarray(job["source_mask"], dtype=bool),
     }
-    registry = Registry()
-    layer = phases.construct(stream, cls, job["constructor_arguments"])
-    if layer is None:
-        return
 
     def plain(layer):
         return layer(x, encoder, training=False)

@@ -14,8 +14,6 @@ from .layer_phases import tensor
 def run(build, job: dict, stream, scratch: str) -> None:
     import keras
 
-    tokens = np.asarray(job["tokens"], dtype="int32")
-    labels = np.asarray(job["labels"], dtype="float32")
     dims = job["constructor_arguments"]
     registry = Registry()
     model = None
@@ -29,6 +27,14 @@ def run(build, job: dict, stream, scratch: str) -> None:
             data["layers"] = [keras_class(layer) for layer in model._flatten_layers(include_self=False)]
     if model is None:
         return
+    from .layer_phases import receive_secrets, warmup_array
+
+    warmup = warmup_array(job["input_shape"], "int32", high=dims["vocab_size"])
+    job = receive_secrets(stream, model, registry, lambda model: model(warmup, training=False), job)
+    if job is None:
+        return
+    tokens = np.asarray(job["tokens"], dtype="int32")
+    labels = np.asarray(job["labels"], dtype="float32")
 
     with stream.phase("predict") as data:
         data["output"] = tensor(model(tokens, training=False))

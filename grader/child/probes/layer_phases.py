@@ -21,14 +21,17 @@ LAYER_NAME = "layer_under_test"
 def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
     """Every phase for a layer that maps (batch, seq, embed_dim) to the same shape and
     takes a (batch, seq) padding mask: the self-attention block and the encoder."""
-    x = np.asarray(job["inputs"], dtype="float32")
-    x_perturbed = np.asarray(job["inputs_perturbed"], dtype="float32")
-    mask = np.asarray(job["mask"], dtype=bool)
     registry = Registry()
-
     layer = construct(stream, cls, job["constructor_arguments"])
     if layer is None:
         return
+    warmup = warmup_array(job["input_shape"])
+    job = receive_secrets(stream, layer, registry, lambda layer: layer(warmup, training=False), job)
+    if job is None:
+        return
+    x = np.asarray(job["inputs"], dtype="float32")
+    x_perturbed = np.asarray(job["inputs_perturbed"], dtype="float32")
+    mask = np.asarray(job["mask"], dtype=bool)
 
     def plain(layer):
         return layer(x, training=False)
@@ -68,6 +71,53 @@ def construct(stream, cls, sizes: dict):
         data["name"] = str(getattr(layer, "name", ""))
         data["requested_name"] = LAYER_NAME
     return layer
+
+
+def warmup_array(shape, dtype="float32", high: int | None = None) -> np.ndarray:
+    """A public input of the job's shape, to build the layer before the secret inputs arrive."""
+    rng = np.random.default_rng(12345)
+    if high is not None:
+        return rng.integers(1, high, size=shape).astype(dtype)
+    return rng.normal(size=shape).astype(dtype)
+
+
+def receive_secrets(stream, layer, registry: Registry, build, job: dict) -> dict | None:
+    """Build the layer on a public input, report its variables (and which layers own them),
+    then read the parent's secret part of the job and set every float weight to the value
+    the parent chose. Returns the whole job, or None when there is nothing to go on with."""
+    built = False
+    with stream.phase("variables") as data:
+        build(layer)
+        data["variables"] = [describe_variable(v, registry) for v in layer.weights]
+        data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry, values=False)
+                          for sub in _sublayers(layer)}
+        built = True
+    if not built:
+        return None
+    secrets = stream.receive()
+    if not isinstance(secrets, dict):
+        return None
+    assigned = False
+    with stream.phase("values") as data:
+        values = secrets.get("values") or {}
+        count = 0
+        for variable in layer.weights:
+            key = str(registry.variable(variable))
+            if key in values:
+                variable.assign(np.asarray(values[key], dtype=str(variable.dtype)))
+                count += 1
+        data["assigned"] = count
+        assigned = True
+    if not assigned:
+        return None
+    return dict(job, **{k: v for k, v in secrets.items() if k != "values"})
+
+
+def _sublayers(layer) -> list:
+    try:
+        return list(layer._flatten_layers(include_self=False))
+    except Exception:
+        return []
 
 
 def traced_forward(stream, layer, registry: Registry, call) -> bool:
