@@ -3,8 +3,8 @@
 An exercise has a solution (the single source, with nbgrader's solution
 markers), a generated stub the student edits, instructions and hints, a probe
 module that runs in the child (``grader/child/probes/<id>.py``), a check module
-that runs in the parent (``grader/checks/<id>.py``) and a job: the seeded
-inputs both sides share.
+that runs in the parent (``grader/checks/<id>.py``) and a job (``grader.inputs``):
+public sizes, and the secret inputs and weight values the parent draws per run.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +49,11 @@ class Exercise:
     def checks(self) -> Path:
         return Path(__file__).resolve().parent / "checks" / f"{self.id}.py"
 
-    def job(self, seed: int) -> dict:
-        return JOBS[self.id](seed)
+    def public_job(self) -> dict:
+        """The part of the job the child gets on start (the rest is drawn per run: ``grader.inputs``)."""
+        from .inputs import public_job
+
+        return public_job(self)
 
     def declared_checks(self) -> list[dict]:
         """The ``@check(id, title, topic, points=...)`` declarations of the check module, in order,
@@ -76,97 +77,6 @@ class Exercise:
             points[declared["topic"]] = points.get(declared["topic"], 0.0) + declared["points"]
         return {topic: points[topic] for topic in TOPICS if topic in points}
 
-
-def _padding(lengths: list[int], seq: int) -> np.ndarray:
-    return np.arange(seq)[None, :] < np.array(lengths)[:, None]
-
-
-def _sequence_layer_job(seed: int, dims: dict) -> dict:
-    """Float inputs of 3 sequences of 6 positions, with 6, 4 and 2 of them real."""
-    rng = np.random.default_rng(seed)
-    batch, seq = 3, 6
-    mask = _padding([6, 4, 2], seq)
-    inputs = rng.normal(0.0, 2.0, size=(batch, seq, dims["embed_dim"])).astype(np.float32)
-    perturbed = inputs.copy()
-    perturbed[~mask] = rng.normal(0.0, 5.0, size=perturbed[~mask].shape).astype(np.float32)
-    return {
-        "dims": dims,
-        "inputs": inputs.tolist(),
-        "inputs_perturbed": perturbed.tolist(),
-        "mask": mask.tolist(),
-        "loss_weights": rng.normal(size=inputs.shape).astype(np.float32).tolist(),
-        "optimizer_steps": 3,
-        "constructor_arguments": dims,
-    }
-
-
-def _exercise1_job(seed: int) -> dict:
-    """Token ids of 3 sequences of 7 positions (shorter than sequence_length), 0 for padding."""
-    rng = np.random.default_rng(seed)
-    dims = {"sequence_length": 10, "input_dim": 50, "output_dim": 8}
-    batch, seq = 3, 7
-    mask = _padding([7, 5, 3], seq)
-    tokens = np.where(mask, rng.integers(1, 30, size=(batch, seq)), 0).astype(np.int32)
-    return {
-        "dims": dims,
-        "tokens": tokens.tolist(),
-        "mask": mask.tolist(),
-        "loss_weights": rng.normal(size=(batch, seq, dims["output_dim"])).astype(np.float32).tolist(),
-        "optimizer_steps": 3,
-        "constructor_arguments": dims,
-    }
-
-
-def _exercise4_job(seed: int) -> dict:
-    """Decoder inputs of 5 target positions, encoder outputs of 7 source positions."""
-    rng = np.random.default_rng(seed)
-    dims = {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}
-    batch, target, source = 3, 5, 7
-    target_mask = _padding([5, 4, 2], target)
-    source_mask = _padding([7, 5, 3], source)
-    inputs = rng.normal(0.0, 2.0, size=(batch, target, dims["embed_dim"])).astype(np.float32)
-    encoder = rng.normal(0.0, 2.0, size=(batch, source, dims["embed_dim"])).astype(np.float32)
-    future = inputs.copy()
-    future[:, 2:] = rng.normal(0.0, 5.0, size=future[:, 2:].shape)
-    encoder_perturbed = encoder.copy()
-    encoder_perturbed[~source_mask] = rng.normal(0.0, 5.0, size=encoder_perturbed[~source_mask].shape)
-    return {
-        "dims": dims,
-        "inputs": inputs.tolist(),
-        "encoder_outputs": encoder.tolist(),
-        "inputs_future_perturbed": future.tolist(),
-        "future_from": 2,
-        "encoder_outputs_perturbed": encoder_perturbed.tolist(),
-        "target_mask": target_mask.tolist(),
-        "source_mask": source_mask.tolist(),
-        "loss_weights": rng.normal(size=inputs.shape).astype(np.float32).tolist(),
-        "optimizer_steps": 3,
-        "constructor_arguments": dims,
-    }
-
-
-def _exercise5_job(seed: int) -> dict:
-    """A small classifier and the package's synthetic task (see grader.tasks)."""
-    from .tasks import contains_token_task
-
-    dims = {"vocab_size": 40, "sequence_length": 12, "embed_dim": 16, "dense_dim": 32, "num_heads": 2}
-    tokens, labels = contains_token_task(seed, vocab_size=dims["vocab_size"], sequence_length=12, count=64)
-    return {
-        "dims": dims,
-        "tokens": tokens.tolist(),
-        "labels": labels.tolist(),
-        "training_steps": 15,
-        "constructor_arguments": dims,
-    }
-
-
-JOBS = {
-    "exercise1": _exercise1_job,
-    "exercise2": lambda seed: _sequence_layer_job(seed, {"embed_dim": 8, "num_heads": 2}),
-    "exercise3": lambda seed: _sequence_layer_job(seed, {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}),
-    "exercise4": _exercise4_job,
-    "exercise5": _exercise5_job,
-}
 
 _LAYER_PREREQUISITES = {
     "construct": ("load", "api.constructor"),

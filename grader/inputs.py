@@ -16,12 +16,10 @@ import secrets as _system_random
 
 import numpy as np
 
-PUBLIC_KEYS = ("dims", "constructor_arguments", "optimizer_steps", "training_steps", "future_from")
-# the arrays whose shapes the child needs to build the layer before the secrets arrive
-SHAPE_KEYS = {"input_shape": ("inputs", "tokens"), "encoder_shape": ("encoder_outputs",)}
 MAX_VARIABLES = 2000
 MAX_WEIGHT_ELEMENTS = 20_000_000
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+SGD_LEARNING_RATE = 0.05
 
 
 class BadBuildReport(ValueError):
@@ -33,24 +31,128 @@ def new_seed() -> int:
     return _system_random.randbits(62)
 
 
+# --------------------------------------------------------------------------- the exercises' jobs
+
+SEQUENCE_DIMS = {
+    "exercise2": {"embed_dim": 8, "num_heads": 2},
+    "exercise3": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2},
+}
+EMBEDDING_DIMS = {"sequence_length": 10, "input_dim": 50, "output_dim": 8}
+DECODER_DIMS = {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}
+CLASSIFIER_DIMS = {"vocab_size": 40, "sequence_length": 12, "embed_dim": 16, "dense_dim": 32, "num_heads": 2}
+BATCH = 3
+SEQUENCE = 6
+TOKENS = 7
+TARGET, SOURCE = 5, 7
+# other (target, source) lengths the decoder must handle: a plain call, and a functional model
+# built on Input(shape=(None, embed_dim)) for both inputs
+DECODER_LENGTHS = {"lengths": (7, 4), "functional": (4, 6)}
+CLASSIFIER_BATCH = 8
+
+
 def public_job(exercise) -> dict:
-    full = exercise.job(0)
-    job = {key: full[key] for key in PUBLIC_KEYS if key in full}
-    for shape_key, sources in SHAPE_KEYS.items():
-        for source in sources:
-            if source in full:
-                job[shape_key] = list(np.asarray(full[source]).shape)
-                break
-    return job
+    """What the child may know before the submission loads: sizes, shapes and step counts."""
+    if exercise.id in SEQUENCE_DIMS:
+        dims = SEQUENCE_DIMS[exercise.id]
+        return {"dims": dims, "constructor_arguments": dims, "input_shape": [BATCH, SEQUENCE, dims["embed_dim"]],
+                "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE}
+    if exercise.id == "exercise1":
+        return {"dims": EMBEDDING_DIMS, "constructor_arguments": EMBEDDING_DIMS, "input_shape": [BATCH, TOKENS],
+                "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE}
+    if exercise.id == "exercise4":
+        e = DECODER_DIMS["embed_dim"]
+        return {"dims": DECODER_DIMS, "constructor_arguments": DECODER_DIMS, "input_shape": [BATCH, TARGET, e],
+                "encoder_shape": [BATCH, SOURCE, e], "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE,
+                "lengths": {name: list(pair) for name, pair in DECODER_LENGTHS.items()}}
+    if exercise.id == "exercise5":
+        return {"dims": CLASSIFIER_DIMS, "constructor_arguments": CLASSIFIER_DIMS,
+                "input_shape": [CLASSIFIER_BATCH, CLASSIFIER_DIMS["sequence_length"]], "training_steps": 15}
+    raise KeyError(exercise.id)
 
 
 def secret_job(exercise, seed: int, build: dict) -> dict:
-    """The secret part of the job for this run: the exercise's inputs drawn from ``seed``, and
-    a value for every floating-point variable the child reported in ``build``."""
-    full = exercise.job(seed)
-    secret = {key: value for key, value in full.items() if key not in PUBLIC_KEYS}
+    """The secret part of the job for this run: the exercise's inputs drawn from ``seed``, and a
+    value for every floating-point variable the child reported in ``build``."""
+    rng = np.random.default_rng([seed, 0])
+    public = public_job(exercise)
+    if exercise.id in SEQUENCE_DIMS:
+        secret = _sequence_layer(rng, public["dims"])
+    elif exercise.id == "exercise1":
+        secret = _embedding(rng)
+    elif exercise.id == "exercise4":
+        secret = _decoder(rng)
+    else:
+        secret = _classifier(rng, seed)
     secret["values"] = draw_values(np.random.default_rng([seed, 1]), build)
     return secret
+
+
+def padding(rng: np.random.Generator, batch: int, length: int) -> np.ndarray:
+    """A (batch, length) mask of real positions: right-padded rows of random lengths, at least two
+    real positions each, one row full and one row padded."""
+    lengths = rng.integers(2, length + 1, size=batch)
+    lengths[rng.integers(0, batch)] = length
+    short = [i for i in range(batch) if lengths[i] == length]
+    if len(short) == batch:
+        lengths[(short[0] + 1) % batch] = rng.integers(2, length)
+    return np.arange(length)[None, :] < lengths[:, None]
+
+
+def _normal(rng, shape, scale=1.0):
+    return rng.normal(0.0, scale, size=shape).astype(np.float32)
+
+
+def _perturbed(rng, array, where):
+    changed = array.copy()
+    changed[where] = _normal(rng, changed[where].shape, 3.0)
+    return changed
+
+
+def _sequence_layer(rng, dims) -> dict:
+    e = dims["embed_dim"]
+    mask = padding(rng, BATCH, SEQUENCE)
+    x = _normal(rng, (BATCH, SEQUENCE, e))
+    return {"inputs": x, "mask": mask, "inputs_perturbed": _perturbed(rng, x, ~mask),
+            "loss_weights": _normal(rng, x.shape)}
+
+
+def _embedding(rng) -> dict:
+    mask = padding(rng, BATCH, TOKENS)
+    tokens = np.where(mask, rng.integers(1, EMBEDDING_DIMS["input_dim"], size=mask.shape), 0).astype(np.int32)
+    return {"tokens": tokens, "mask": mask,
+            "loss_weights": _normal(rng, (BATCH, TOKENS, EMBEDDING_DIMS["output_dim"]))}
+
+
+def _decoder(rng) -> dict:
+    e = DECODER_DIMS["embed_dim"]
+    secret = {}
+    for name, (target, source) in {"": (TARGET, SOURCE), **DECODER_LENGTHS}.items():
+        prefix = f"{name}_" if name else ""
+        target_mask, source_mask = padding(rng, BATCH, target), padding(rng, BATCH, source)
+        secret[prefix + "inputs"] = _normal(rng, (BATCH, target, e))
+        secret[prefix + "encoder_outputs"] = _normal(rng, (BATCH, source, e))
+        secret[prefix + "target_mask"] = target_mask
+        secret[prefix + "source_mask"] = source_mask
+    future_from = int(rng.integers(1, TARGET))
+    later = np.zeros((BATCH, TARGET), dtype=bool)
+    later[:, future_from:] = True
+    secret["future_from"] = future_from
+    secret["inputs_future_perturbed"] = _perturbed(rng, secret["inputs"], later)
+    secret["encoder_outputs_perturbed"] = _perturbed(rng, secret["encoder_outputs"], ~secret["source_mask"])
+    secret["loss_weights"] = _normal(rng, secret["inputs"].shape)
+    return secret
+
+
+def _classifier(rng, seed: int) -> dict:
+    from .tasks import contains_token_task
+
+    d = CLASSIFIER_DIMS
+    tokens, labels = contains_token_task(int(rng.integers(0, 2 ** 31)), vocab_size=d["vocab_size"],
+                                         sequence_length=d["sequence_length"], count=CLASSIFIER_BATCH)
+    return {"tokens": tokens, "labels": labels, "padding_row": _normal(rng, (d["embed_dim"],), 3.0)}
+
+
+# --------------------------------------------------------------------------- weight values
 
 
 def validated_variables(build: dict) -> list[dict]:
@@ -84,12 +186,12 @@ def _claimed_roles(build: dict) -> dict[int, str]:
     if not isinstance(layers, dict):
         return roles
     for layer in layers.values():
-        if not isinstance(layer, dict):
+        params = layer.get("params") if isinstance(layer, dict) else None
+        if not isinstance(params, dict):
             continue
-        for name in ("gamma", "beta", "kernel", "bias", "embeddings", "output_kernel"):
-            param = layer.get(name)
-            if isinstance(param, dict) and isinstance(param.get("id"), int):
-                roles.setdefault(param["id"], name)
+        for role, key in params.items():
+            if isinstance(key, int) and isinstance(role, str):
+                roles.setdefault(key, role)
     return roles
 
 

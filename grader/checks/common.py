@@ -2,7 +2,10 @@
 
 A check module imports the fixtures it uses from here and wraps these
 ``assert_*`` functions in its own ``@check`` functions, with the numbers and
-words of its exercise.
+words of its exercise. Everything a check accepts as true comes from a call
+the parent replayed with its own numbers (``analysis``); what the child merely
+claims (class names, trainable flags, configs) only shapes messages, or is a
+config or API fact.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from . import analysis, reference
 from .evidence import format_student_error
 from .framework import fail
 
@@ -25,14 +29,24 @@ SHARED_NORM_WHY = (
     "Transformer gives every residual sub-block its own norm, and one shared norm couples the "
     "updates: every step moves gamma and beta for all positions at once."
 )
+SHARED_NORM_SEE = "See weights.norm_parameters and gradients.norms_differ: one shared norm, one explanation."
 PADDING_WHY = "Attention to padding lets the amount of padding in a batch change how real tokens are encoded."
+KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsum_dense": "dense",
+              "embedding": "embedding", "add": "add", "activation": "activation", "relu": "relu"}
 
 # --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture
-def job(evidence):
-    return evidence.job
+def job(evidence, request):
+    """The whole job. When the child never got its secret inputs (the layer failed to build), the
+    check is not run on a job without them: it gets the error that stopped it instead."""
+    whole = evidence.job
+    if "values" not in whole:
+        marker = request.node.get_closest_marker("check")
+        evidence.phase("values", marker.kwargs["id"] if marker else "")
+        analysis.not_checked("the grader could not give your layer its inputs", "api.output_shape")
+    return whole
 
 
 @pytest.fixture
@@ -45,49 +59,9 @@ def forward(evidence):
     return evidence.phase("forward", "api.output_shape")
 
 
-@dataclass
-class Structure:
-    """The layers the student's call ran, outside MultiHeadAttention's insides."""
-
-    calls: list[dict]
-    layers: dict[str, dict]
-
-    def of(self, kind: str) -> list[dict]:
-        return [e for e in self.calls if e["class"] == kind]
-
-    def layer(self, event: dict) -> dict:
-        return self.layers[str(event["layer"])]
-
-    @property
-    def norm_calls(self) -> list[dict]:
-        return self.of("LayerNormalization")
-
-    @property
-    def sequence(self) -> list[str]:
-        short = {"MultiHeadAttention": "attention", "LayerNormalization": "norm", "Dense": "dense",
-                 "Embedding": "embedding"}
-        return [short[e["class"]] for e in self.calls if e["class"] in short]
-
-    def describe(self) -> str:
-        return " → ".join(self.sequence) or "no attention, norm, dense or embedding layer at all"
-
-
 @pytest.fixture
-def structure(forward) -> Structure:
-    events = forward["events"]
-    by_index = {e["index"]: e for e in events}
-
-    def inside_attention(event) -> bool:
-        parent = event.get("parent")
-        while parent is not None:
-            ancestor = by_index[parent]
-            if ancestor["class"] == "MultiHeadAttention":
-                return True
-            parent = ancestor.get("parent")
-        return False
-
-    calls = [e for e in events if e.get("parent") is not None and not inside_attention(e)]
-    return Structure(calls, forward["layers"])
+def values(evidence):
+    return analysis.values(evidence)
 
 
 @pytest.fixture
@@ -108,29 +82,54 @@ def config(evidence):
     return data["config"]
 
 
-def padding(job) -> np.ndarray:
+def padding(job, key: str = "mask") -> np.ndarray:
     """The job's (batch, seq) padding mask: True for real positions."""
-    return np.asarray(job["mask"], dtype=bool)
+    return np.asarray(job[key], dtype=bool)
 
 
-def value(param):
-    return None if param is None else param["value"]
+@dataclass
+class Structure:
+    """The steps of a call, as the messages name them: the verified ones, or else the layers the
+    child claims the call ran. A check may fail on claims — a failure needs no proof — but may
+    pass only on a verified call (``confirm``)."""
 
+    observed: analysis.Observed | None
+    claimed: list = None  # pseudo steps from the trace, when the call is not verified
+    see: str = ""
 
-def attention_params(layer: dict) -> dict:
-    return {
-        f"{role}_{part}": value(layer.get(f"{role}_{part}"))
-        for role in ("query", "key", "value", "output")
-        for part in ("kernel", "bias")
-    }
+    @property
+    def verified(self) -> bool:
+        return self.observed is not None and self.observed.verified
 
+    @property
+    def steps(self):
+        return [s for s in self.of(*KIND_WORDS) if s.kind in KIND_WORDS]
 
-def norm_params(layer: dict) -> dict:
-    return {"gamma": value(layer.get("gamma")), "beta": value(layer.get("beta")), "epsilon": layer["epsilon"]}
+    def of(self, *kinds: str):
+        if self.verified:
+            return self.observed.steps(*kinds)
+        return [s for s in self.claimed or [] if s.kind in kinds]
 
+    def confirm(self) -> None:
+        """Called when a check found nothing wrong: passing needs the verified call."""
+        if not self.verified:
+            analysis.not_checked("the grader could not verify your layer's computation from the numbers it chose",
+                                 self.see)
 
-def dense_params(layer: dict) -> dict:
-    return {"kernel": value(layer.get("kernel")), "bias": value(layer.get("bias"))}
+    @property
+    def norm_steps(self):
+        return self.of("norm")
+
+    @property
+    def dense_steps(self):
+        return self.of("dense", "einsum_dense")
+
+    @property
+    def sequence(self) -> list[str]:
+        return [KIND_WORDS[s.kind] for s in self.of("attention", "norm", "dense", "einsum_dense", "embedding")]
+
+    def describe(self) -> str:
+        return " → ".join(self.sequence) or "no attention, norm, dense or embedding layer at all"
 
 
 # --------------------------------------------------------------------------- api
@@ -148,10 +147,11 @@ def assert_constructor(evidence, class_name: str, sizes: dict) -> None:
 
 
 def assert_output_shape(forward: dict, expected: tuple, what: str) -> None:
-    output = forward["output"]
-    if isinstance(output, dict):
+    output = (forward.get("observation") or {}).get("output")
+    if not isinstance(output, np.ndarray):
+        kind = output.get("not_a_tensor") if isinstance(output, dict) else type(output).__name__
         fail(
-            f"call returned a {output.get('not_a_tensor')}, not a tensor.",
+            f"call returned a {kind}, not a tensor.",
             f"one tensor of shape {expected} {what}.",
             "A layer maps tensors to a tensor, so layers can be stacked.",
         )
@@ -165,70 +165,120 @@ def assert_output_shape(forward: dict, expected: tuple, what: str) -> None:
         fail("the output holds NaN or infinite values.", "finite numbers.", "NaNs poison training.")
 
 
+# --------------------------------------------------------------------------- the verified calls
+
+
+def attends_over(observed: analysis.Observed, *sources: str) -> bool:
+    """Whether the verified call runs an attention whose query and value come from its inputs
+    ``sources`` and on which its output depends: the part of the layer no shortcut can fake."""
+    program = observed.program
+    if program is None:
+        return observed.function is not None  # identified by its parts' roles: attention included
+    for step in program.of_kind("attention"):
+        if not program.output_depends_on(step):
+            continue
+        query, value = step.inputs.get("query"), step.inputs.get("value")
+        if query is None or value is None:
+            continue
+        if all(name in program._sources(step) for name in sources):
+            return True
+    return False
+
+
+def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> analysis.Observed:
+    """``observed`` if it is verified and attends over its inputs; otherwise not checked."""
+    analysis.require_verified(observed, see)
+    if not attends_over(observed, *sources):
+        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+    return observed
+
+
+def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward") -> None:
+    """Fail with why the call could not be verified (the forward check's job)."""
+    fail(
+        f"the grader could not recompute your layer's output from the layers it ran: {observed.failure}.",
+        expected,
+        "The grader sets every weight and input itself and recomputes the layer step by step; a step it "
+        "cannot recompute (a Dropout applied at inference, a weight created inside call(), an operation "
+        "other than a Keras layer, a sum or a relu) leaves the computation unverified, and the checks "
+        "that depend on it are not checked.",
+    )
+
+
 # --------------------------------------------------------------------------- weights
 
 
 def assert_distinct_norms(structure: Structure, count: int, positions: str) -> None:
-    calls = structure.norm_calls
-    instances = list(dict.fromkeys(e["layer"] for e in calls))
-    if len(calls) == count and len(instances) == count:
+    steps = structure.norm_steps
+    instances = list(dict.fromkeys(s.event["layer"] for s in steps))
+    gammas = [s.params.get("gamma") for s in steps]
+    if len(steps) == count and len(instances) == count and len(set(gammas)) == count:
         return
-    if not calls:
+    if not steps:
         fail(
             "no LayerNormalization layer was called in the forward pass.",
             f"{count} LayerNormalization layers: {positions}.",
             "Normalising each residual sum keeps activations at a stable scale as blocks stack.",
         )
-    if len(instances) < len(calls):
-        reused = Counter(e["layer"] for e in calls).most_common(1)[0][1]
+    if len(instances) < len(steps):
+        reused = Counter(s.event["layer"] for s in steps).most_common(1)[0][1]
         fail(
-            f"{len(calls)} LayerNormalization calls on only {len(instances)} instance(s): one instance is "
+            f"{len(steps)} LayerNormalization calls on only {len(instances)} instance(s): one instance is "
             f"called {reused} times, so residual blocks share one gamma and one beta.",
             f"{count} separate LayerNormalization instances, one per residual block.",
             SHARED_NORM_WHY,
         )
+    if len(steps) == count and len(set(gammas)) < count:
+        fail(
+            f"{count} LayerNormalization instances, but they share their gamma variable.",
+            f"{count} norms, each with its own gamma and beta.",
+            SHARED_NORM_WHY,
+        )
     fail(
-        f"{len(calls)} LayerNormalization call(s) on {len(instances)} instance(s); the call order was "
+        f"{len(steps)} LayerNormalization call(s) on {len(instances)} instance(s); the call order was "
         f"{structure.describe()}.",
         f"exactly {count} calls, on {count} different LayerNormalization instances: {positions}.",
         "Each residual block is normalised once, by its own norm.",
     )
 
 
-def assert_norm_parameters(structure: Structure, embed_dim: int) -> None:
-    calls = structure.norm_calls
-    if not calls:
+def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[str], values: dict,
+                           shared_seen: bool = False) -> None:
+    steps = structure.norm_steps
+    if not steps:
         fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", SHARED_NORM_WHY)
     problems = []
-    owners: dict[int, int] = {}
-    for position, event in enumerate(calls, start=1):
-        layer = structure.layer(event)
-        trainable = set(layer["trainable_weights"])
+    owners: dict[str, int] = {}
+    for position, step in enumerate(steps, start=1):
         for name in ("gamma", "beta"):
-            param = layer.get(name)
-            if param is None:
+            key = step.params.get(name)
+            if key is None:
                 problems.append(f"norm {position} has no {name} (center/scale turned off)")
                 continue
-            if list(param["value"].shape) != [embed_dim]:
-                problems.append(f"norm {position}'s {name} has shape {tuple(param['value'].shape)}")
-            if param["id"] not in trainable:
+            shape = tuple(np.shape(values[key]))
+            if shape != (embed_dim,):
+                problems.append(f"norm {position}'s {name} has shape {shape}")
+            if key not in trainable:
                 problems.append(f"norm {position}'s {name} is not trainable")
-            if param["id"] in owners:
-                problems.append(f"norm {position}'s {name} is the same variable as norm {owners[param['id']]}'s")
+            if key in owners:
+                problems.append(f"norm {position}'s {name} is the same variable as norm {owners[key]}'s")
             else:
-                owners[param["id"]] = position
+                owners[key] = position
     if problems:
         fail(
             "; ".join(problems) + ".",
             f"each norm with its own trainable gamma and beta of shape ({embed_dim},), sharing no "
             "variable with another.",
-            SHARED_NORM_WHY,
+            SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else SHARED_NORM_WHY,
         )
 
 
-def assert_trainable_shapes(forward: dict, expected: list[tuple], summary: str, hints: list[str]) -> None:
-    shapes = {v["id"]: tuple(v["shape"]) for v in forward["variables"]}
-    observed = Counter(shapes[i] for i in forward["trainable"] if i in shapes)
+def trainable_keys(forward: dict) -> set[str]:
+    return {str(k) for k in forward.get("trainable") or []}
+
+
+def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str]) -> None:
+    observed = Counter(tuple(np.shape(values[k])) for k in trainable_keys(forward) if k in values)
     wanted = Counter(expected)
     if observed == wanted:
         return
@@ -242,24 +292,23 @@ def assert_trainable_shapes(forward: dict, expected: list[tuple], summary: str, 
     )
 
 
-def attention_hints(structure: Structure, dims: dict) -> list[str]:
+def attention_hints(structure: Structure, dims: dict, values: dict) -> list[str]:
     hints = []
-    for event in structure.of("MultiHeadAttention")[:1]:
-        layer = structure.layer(event)
-        if layer["key_dim"] != dims["embed_dim"]:
-            hints.append(
-                f"MultiHeadAttention has key_dim={layer['key_dim']}; this exercise (like the book) "
-                f"uses key_dim=embed_dim={dims['embed_dim']}"
-            )
-        if layer["num_heads"] != dims["num_heads"]:
-            hints.append(f"MultiHeadAttention has num_heads={layer['num_heads']}, not {dims['num_heads']}")
+    for step in structure.of("attention")[:1]:
+        heads = step.constants.get("num_heads")
+        kernel = step.params.get("query_kernel")
+        key_dim = int(np.shape(values[kernel])[-1]) if kernel in values else step.constants.get("key_dim")
+        if key_dim != dims["embed_dim"]:
+            hints.append(f"MultiHeadAttention has key_dim={key_dim}; this exercise (like the book) uses "
+                         f"key_dim=embed_dim={dims['embed_dim']}")
+        if heads and heads != dims["num_heads"]:
+            hints.append(f"MultiHeadAttention has num_heads={heads}, not {dims['num_heads']}")
     if "dense_dim" in dims:
-        units = [structure.layer(e)["units"] for e in structure.of("Dense")]
+        units = [int(np.shape(values[s.params["kernel"]])[-1]) for s in structure.dense_steps
+                 if s.params.get("kernel") in values]
         if units and units != [dims["dense_dim"], dims["embed_dim"]]:
-            hints.append(
-                f"the feed-forward Dense widths are {units}; expected [dense_dim, embed_dim] = "
-                f"[{dims['dense_dim']}, {dims['embed_dim']}]"
-            )
+            hints.append(f"the feed-forward Dense widths are {units}; expected [dense_dim, embed_dim] = "
+                         f"[{dims['dense_dim']}, {dims['embed_dim']}]")
     return hints
 
 
@@ -277,68 +326,108 @@ def shape_list(counter: Counter) -> str:
 # --------------------------------------------------------------------------- gradients
 
 
-def assert_all_gradients(gradients: dict, forward: dict, exempt: set[int], expected: str) -> None:
-    paths = {v["id"]: v["path"] for v in forward["variables"]}
-    if not gradients["variables"]:
+@dataclass
+class GradientReport:
+    """The child's gradients next to the exact gradients of the verified computation."""
+
+    keys: list[str]
+    reported: dict  # key -> array or None
+    exact: dict  # key -> array
+    names: dict  # key -> variable path
+
+    @property
+    def scale(self) -> float:
+        return max([float(np.max(np.abs(g))) for g in self.exact.values() if np.size(g)] or [0.0])
+
+    def agrees(self, key: str) -> bool:
+        grad, exact = self.reported.get(key), self.exact.get(key)
+        return isinstance(grad, np.ndarray) and exact is not None and analysis.gradients_agree(grad, exact,
+                                                                                               self.scale)
+
+
+def gradient_report(evidence, observed: analysis.Observed, forward: dict, loss_weights) -> GradientReport:
+    cache = analysis._cache(evidence)
+    if "gradient_report" not in cache:
+        data = evidence.phase("gradients", "gradients.all_variables")
+        keys = [str(k) for k in data.get("variables") or []]
+        reported = dict(zip(keys, data.get("gradients") or []))
+        parameters = analysis.values(evidence)
+        usable = [k for k in keys if k in parameters]
+        exact = analysis.exact_gradients(observed.run, parameters, usable, analysis.weighted_sum(loss_weights))
+        names = {str(v["id"]): v.get("path", "") for v in forward.get("variables") or []}
+        cache["gradient_report"] = GradientReport(keys, reported, exact, names)
+    return cache["gradient_report"]
+
+
+def assert_all_gradients(report: GradientReport, exempt: set[str], expected: str) -> None:
+    if not report.keys:
         fail("the layer has no trainable variables.", expected, "Nothing could be learned.")
-    missing, broken, zero = [], [], []
-    for var_id, grad in zip(gradients["variables"], gradients["gradients"]):
-        name = paths.get(var_id, f"variable {var_id}")
-        if grad is None:
-            missing.append(name)
+    missing, unused, broken, wrong, zero = [], [], [], [], []
+    for key in report.keys:
+        name = report.names.get(key) or f"variable {key}"
+        grad, exact = report.reported.get(key), report.exact.get(key)
+        exact_zero = exact is None or not np.any(np.abs(exact) > 1e-6 * max(report.scale, 1e-9))
+        if grad is None or not isinstance(grad, np.ndarray):
+            (unused if exact_zero and key not in exempt else missing if not exact_zero else []).append(name)
         elif not np.all(np.isfinite(grad)):
             broken.append(name)
-        elif var_id not in exempt and not np.any(np.abs(grad) > 1e-12):
+        elif not report.agrees(key):
+            wrong.append(name)
+        elif exact_zero and key not in exempt:
             zero.append(name)
-    if missing or broken or zero:
+    if missing or unused or broken or wrong or zero:
         parts = []
         if missing:
-            parts.append("no gradient for " + ", ".join(missing))
+            parts.append("no gradient for " + ", ".join(missing) + " although the output depends on it "
+                         "(the path is cut, for instance by a NumPy round trip)")
+        if unused:
+            parts.append("no gradient for " + ", ".join(unused) + ": the output does not use it")
         if broken:
             parts.append("NaN/inf gradient for " + ", ".join(broken))
+        if wrong:
+            parts.append("a gradient for " + ", ".join(wrong) + " that is not the gradient of what the layer "
+                         "computes (part of the computation is hidden from differentiation, e.g. stop_gradient)")
         if zero:
             parts.append("an all-zero gradient for " + ", ".join(zero))
         fail(
             "; ".join(parts) + ".",
-            "a finite, non-zero gradient for every trainable variable (an attention key bias "
-            "excepted: softmax ignores a shift shared by all keys).",
+            "for every trainable variable, the gradient of the output (an attention key bias excepted: "
+            "softmax ignores a shift shared by all keys).",
             "A variable with no gradient never learns: it is created but not on the path from "
-            "inputs to outputs, or the path is cut (for instance by a NumPy round trip).",
+            "inputs to outputs, or the path is cut.",
         )
 
 
-def key_biases(structure: Structure) -> set[int]:
-    exempt = set()
-    for event in structure.of("MultiHeadAttention"):
-        bias = structure.layer(event).get("key_bias")
-        if bias is not None:
-            exempt.add(bias["id"])
-    return exempt
+def key_biases(structure: Structure) -> set[str]:
+    return {s.params["key_bias"] for s in structure.of("attention") if s.params.get("key_bias")}
 
 
-def assert_norm_gradients_differ(gradients: dict, structure: Structure, count: int) -> None:
-    grads = dict(zip(gradients["variables"], gradients["gradients"]))
-    norms = [structure.layer(e) for e in structure.norm_calls]
+def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:
+    norms = structure.norm_steps
     if len(norms) < count:
         fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", SHARED_NORM_WHY)
     for name in ("gamma", "beta"):
-        params = [n.get(name) for n in norms[:count]]
-        if any(p is None for p in params):
+        keys = [n.params.get(name) for n in norms[:count]]
+        if any(k is None for k in keys):
             fail(f"a norm without {name}.", "gamma and beta in every norm.", SHARED_NORM_WHY)
-        ids = [p["id"] for p in params]
-        if len(set(ids)) < len(ids):
+        if len(set(keys)) < len(keys):
             fail(
                 f"several norm positions use one {name} variable, so they receive one gradient: "
                 "the sum of what each residual block asks for.",
                 f"one {name} variable per norm, each with the gradient of its own position.",
                 SHARED_NORM_WHY,
             )
-        values = [grads.get(i) for i in ids]
-        if any(v is None for v in values):
-            fail(f"no gradient for a norm's {name}.", "a gradient for each norm.", SHARED_NORM_WHY)
-        for a in range(len(values)):
-            for b in range(a + 1, len(values)):
-                if np.allclose(values[a], values[b], rtol=1e-5, atol=1e-9):
+        for key in keys:
+            if key not in report.reported or report.reported[key] is None:
+                fail(f"no gradient for a norm's {name} (is the norm trainable?).", "a gradient for each norm.",
+                     SHARED_NORM_WHY)
+            if not report.agrees(key):
+                fail(f"a norm's {name} gradient is not the gradient of the layer's output.",
+                     "each norm's exact gradient.", "See gradients.all_variables.")
+        grads = [report.exact[k] for k in keys]
+        for a in range(len(grads)):
+            for b in range(a + 1, len(grads)):
+                if np.allclose(grads[a], grads[b], rtol=1e-5, atol=1e-9):
                     fail(
                         f"norms {a + 1} and {b + 1} receive identical {name} gradients.",
                         "different gradients: each norm sees a differently distributed input.",
@@ -346,23 +435,34 @@ def assert_norm_gradients_differ(gradients: dict, structure: Structure, count: i
                     )
 
 
-def assert_norms_diverge(gradients: dict, structure: Structure, steps: int, count: int) -> None:
-    after = gradients["after_steps"]
-    norms = [structure.layer(e) for e in structure.norm_calls][:count]
+def assert_norms_diverge(evidence, observed: analysis.Observed, structure: Structure, job: dict, count: int) -> None:
+    data = evidence.phase("gradients", "gradients.all_variables")
+    after = {str(k): v for k, v in (data.get("after_steps") or {}).items()}
+    norms = structure.norm_steps[:count]
     if len(norms) < count:
         fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", SHARED_NORM_WHY)
-    for position, layer in enumerate(norms, start=1):
-        gamma = layer.get("gamma")
-        if gamma is None or str(gamma["id"]) not in after:
+    keys = [str(k) for k in data.get("variables") or []]
+    parameters = analysis.values(evidence)
+    expected = analysis.sgd(observed.run, parameters, [k for k in keys if k in parameters],
+                            analysis.weighted_sum(job["loss_weights"]), float(job["learning_rate"]),
+                            int(job["optimizer_steps"]))
+    steps = job["optimizer_steps"]
+    for position, step in enumerate(norms, start=1):
+        gamma = step.params.get("gamma")
+        if gamma is None:
             fail(f"norm {position} has no gamma.", "a trainable gamma.", SHARED_NORM_WHY)
-        if np.allclose(after[str(gamma["id"])], gamma["value"], atol=1e-9, rtol=0):
+        if gamma not in after or gamma not in expected:
             fail(
                 f"norm {position}'s gamma did not change in {steps} SGD steps.",
                 "gamma and beta of every norm move as the layer trains.",
-                "A frozen norm (trainable=False) keeps gamma=1, beta=0 for ever and cannot adapt "
+                "A frozen norm (trainable=False) keeps its gamma and beta for ever and cannot adapt "
                 "to its input's distribution.",
             )
-    flat = [np.concatenate([after[str(n[p]["id"])] for p in ("gamma", "beta")]) for n in norms]
+        if not analysis.gradients_agree(after[gamma], expected[gamma]):
+            fail(f"after {steps} SGD steps norm {position}'s gamma is not where the layer's gradients take it.",
+                 "each step to follow the gradient of the layer's output.", "See gradients.all_variables.")
+    flat = [np.concatenate([np.ravel(expected.get(n.params.get(p), parameters.get(n.params.get(p), np.zeros(1))))
+                            for p in ("gamma", "beta")]) for n in norms]
     for a in range(len(flat)):
         for b in range(a + 1, len(flat)):
             if np.allclose(flat[a], flat[b], atol=1e-7, rtol=0):
@@ -399,7 +499,8 @@ def assert_config_base(evidence, config: dict, class_name: str) -> None:
             f"get_config() lacks {', '.join(missing)}; it has {', '.join(sorted(config)) or 'nothing'}.",
             "config = super().get_config() first, then your own keys added to it.",
             "from_config passes the base keys back to Layer.__init__, which restores the "
-            "layer's name, dtype policy and trainable flag.",
+            "layer's name, dtype policy and trainable flag; without them a rebuilt layer loses "
+            "its name and dtype.",
         )
     if config.get("name") != LAYER_NAME:
         fail(
@@ -440,13 +541,13 @@ def assert_from_config(config_phase: dict) -> None:
             "A config that loses an argument rebuilds a different architecture.",
         )
     a, b = config_phase["rebuilt_output"], config_phase["original_output"]
-    if isinstance(a, dict) or isinstance(b, dict):
+    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
         fail(
             "call did not return a tensor, so the rebuilt layer's output cannot be compared.",
             "one tensor.",
             "See api.output_shape.",
         )
-    if not np.allclose(a, b, atol=1e-6):
+    if a.shape != b.shape or not np.allclose(a, b, atol=1e-5):
         fail(
             "with the weights copied over, the rebuilt layer computes different outputs.",
             "identical outputs.",
@@ -457,9 +558,9 @@ def assert_from_config(config_phase: dict) -> None:
 def assert_keras_file(evidence) -> None:
     saving = evidence.phase("saving", "config.keras_file")
     before, after = saving["before"], saving["after"]
-    if isinstance(before, dict) or isinstance(after, dict):
+    if not isinstance(before, np.ndarray) or not isinstance(after, np.ndarray):
         fail("the model did not return a tensor.", "a tensor.", "Saving needs a working model.")
-    if before.shape != after.shape or not np.allclose(before, after, atol=1e-6):
+    if before.shape != after.shape or not np.allclose(before, after, atol=1e-5):
         diff = np.abs(before - after).max() if before.shape == after.shape else "shape"
         fail(
             f"predictions differ after loading (by {diff}).",
@@ -471,95 +572,177 @@ def assert_keras_file(evidence) -> None:
 # --------------------------------------------------------------------------- masks
 
 IGNORED_MASK = (
-    "MultiHeadAttention received no mask: attention_mask was None, so every position attends to "
-    "padding as if it were text."
+    "no mask reached MultiHeadAttention's scores: every position attends to padding as if it were text"
 )
 
 
-def mask_event(evidence, phase: str, check_id: str, which: int = 0, mask_argument: str = "mask"):
-    """The MultiHeadAttention call number ``which`` of a masked phase, even if the phase raised."""
-    data = evidence.partial(phase)
-    if data is None:
-        evidence.phase(phase, check_id)
-    error = evidence.error(phase) or {}
-    if error.get("type") == "TypeError" and "unexpected keyword argument" in error.get("message", ""):
-        fail(
-            f"call() does not accept the mask argument (TypeError: {error.get('message', '').splitlines()[0]}).",
-            f"a call signature with {mask_argument}=None.",
+@dataclass
+class Call:
+    """One observed call as the mask checks see it: its output and attention steps, verified or
+    claimed. Assertions may fail on claims; ``confirm`` is what lets a check pass."""
+
+    observed: analysis.Observed
+    attention: list
+    see: str
+    what: str
+
+    @property
+    def verified(self) -> bool:
+        return self.observed.verified
+
+    @property
+    def output(self):
+        return self.observed.output
+
+    def confirm(self) -> None:
+        if not self.verified:
+            analysis.not_checked(f"the grader could not verify {self.what} from the numbers it chose", self.see)
+
+
+def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str) -> Call:
+    if observed.verified:
+        if not attends_over(observed, *sources):
+            analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        return Call(observed, observed.steps("attention"), see, what)
+    claimed = [s for s in pseudo_steps_of(trace_leaves(evidence, observed.phase)) if s.kind == "attention"]
+    return Call(observed, claimed, see, what)
+
+
+def effective_mask(step) -> np.ndarray | None:
+    """The verified mask a replayed attention step applied to its scores (causal included), as
+    (batch or 1, queries or 1, keys) booleans — or None when it applied none."""
+    mask = step.constants.get("mask")
+    causal = bool(step.constants.get("causal"))
+    if mask is None and not causal:
+        return None
+    recorded = step.event.get("inputs") or {}
+    query = recorded.get("query")
+    value = recorded.get("key", recorded.get("value"))
+    if not isinstance(query, np.ndarray) or not isinstance(value, np.ndarray) or query.ndim != 3 or value.ndim != 3:
+        return None
+    batch, queries, keys = query.shape[0], query.shape[1], value.shape[1]
+    if isinstance(mask, np.ndarray) and mask.ndim > 4:
+        return None
+    from .ops import full_attention_mask
+
+    try:
+        full = full_attention_mask(mask, batch, queries, keys, causal)  # (B or 1, H or 1, T, S)
+    except ValueError:
+        return None
+    return np.asarray(full).all(axis=1) if full.shape[1] > 1 else np.asarray(full)[:, 0]
+
+
+def raw_attention_arguments(evidence, phase: str) -> list[dict]:
+    """The mask arguments attention calls received in a phase (claims, for the messages), even if
+    the call raised."""
+    events = [e for e in analysis.partial_trace(evidence, phase) if e.get("kind") == "attention"
+              and isinstance(e.get("arguments"), dict)]
+    return [dict(e["arguments"], _constants=e.get("constants") or {}, _inputs=e.get("inputs") or {}) for e in events]
+
+
+def raised_call_diagnosis(evidence, phase: str, key_lengths: list[int], batch: int) -> tuple[str, int, tuple] | None:
+    """Why a call with masks raised, from what it recorded before raising (claims are enough to
+    explain a failure): (kind, attention index, (observed, expected, why)), or None if it did not raise.
+
+    ``key_lengths[i]`` is the number of keys attention call ``i`` should see."""
+    error = evidence.error(phase)
+    if error is None:
+        return None
+    message = error.get("message", "")
+    if error.get("type") == "TypeError" and "unexpected keyword argument" in message:
+        return "signature", 0, (
+            f"call() does not accept the mask argument (TypeError: {message.splitlines()[0] if message else ''}).",
+            "a call signature that takes the padding mask(s) as keyword arguments, with None as default.",
             "Keras hands padding masks to call as keyword arguments; a layer that cannot take "
             "them cannot keep padding out of attention.",
         )
-    events = data.get("events") or []
-    return events[which] if len(events) > which else None
+    for index, arguments in enumerate(raw_attention_arguments(evidence, phase)):
+        raw = arguments.get("attention_mask")
+        keys = key_lengths[index] if index < len(key_lengths) else None
+        queries = arguments.get("_inputs", {}).get("query")
+        queries = queries.shape[1] if isinstance(queries, np.ndarray) and queries.ndim == 3 else None
+        if not isinstance(raw, np.ndarray) or keys is None:
+            continue
+        if list(raw.shape) == [batch, raw.shape[-1]] and batch != queries:
+            return "unexpanded", index, (
+                f"attention_mask of shape {tuple(raw.shape)}, the padding mask unexpanded — MultiHeadAttention "
+                "raised on it.",
+                f"shape ({batch}, 1, {keys}): mask[:, None, :], one row of keys for every query.",
+                "MultiHeadAttention's scores have shape (batch, heads, queries, keys); a 2-D mask is "
+                "read as (queries, keys) and cannot line up with a batch axis.",
+            )
+        if raw.shape[-1] != keys:
+            return "keys", index, (
+                f"an attention mask with {raw.shape[-1]} keys (shape {tuple(raw.shape)}) for an attention over "
+                f"{keys} positions — MultiHeadAttention raised on it.",
+                f"a mask with one entry per key: ({batch}, 1, {keys}).",
+                "The mask's last axis lists the keys a query may look at, so it must have as many entries as "
+                "the sequence attended to.",
+            )
+    return "error", 0, None
 
 
-def no_mask_reached(event) -> bool:
-    return all(event.get(k) is None for k in ("attention_mask", "query_mask", "value_mask", "key_mask"))
+def explain_raised(evidence, phase: str, check_id: str, owner: str, diagnosis) -> None:
+    """When the call of ``phase`` raised: the owner check fails with why; the others are not checked."""
+    if diagnosis is None:
+        return
+    kind, _, parts = diagnosis
+    if check_id != owner:
+        error = evidence.error(phase) or {}
+        analysis.not_checked(f"your layer raised {error.get('type', 'an error')} on this call", owner)
+    if parts is None:
+        evidence.phase(phase, check_id)  # the student's own error, in full
+    fail(*parts)
 
 
-def assert_attention_mask_shape(evidence, event, batch: int, queries: int, keys: int, phase: str) -> None:
-    if event is None:
-        evidence.phase(phase, "mask.attention_mask_shape")
+def explain_raised_mask(evidence, phase: str, check_id: str, batch: int, keys: int,
+                        owner: str = "mask.attention_mask_shape") -> None:
+    """For the one-attention layers: a masked call that raised is explained once, by ``owner``."""
+    explain_raised(evidence, phase, check_id, owner, raised_call_diagnosis(evidence, phase, [keys], batch))
+
+
+def assert_attention_mask_shape(step, batch: int, queries: int, keys: int, arguments: dict | None) -> None:
+    if step is None:
         fail(
             "MultiHeadAttention was not called when a mask was given.",
             "a MultiHeadAttention call that receives the attention mask.",
             "The mask only works where attention is computed.",
         )
-    if no_mask_reached(event) and not event.get("use_causal_mask"):
+    mask = step.constants.get("mask")
+    if mask is None and not step.constants.get("causal"):
         fail(
-            IGNORED_MASK,
+            IGNORED_MASK + ".",
             f"the (batch, seq) padding mask passed on as attention_mask of shape ({batch}, 1, {keys}) — "
             f"or ({batch}, {queries}, {keys}).",
-            "Keras gives call() the padding mask, but MultiHeadAttention only sees what you pass it.",
+            "Keras gives call() the padding mask, but MultiHeadAttention only sees what you pass it "
+            "(or the mask carried by its query and value tensors).",
         )
-    raw = event.get("attention_mask")
-    if raw is not None and list(raw.shape) == [batch, keys] and batch != queries:
-        fail(
-            f"attention_mask of shape ({batch}, {keys}), the padding mask unexpanded"
-            + (" — MultiHeadAttention raised on it." if evidence.error(phase) else "."),
-            f"shape ({batch}, 1, {keys}): mask[:, None, :], one row of keys for every query.",
-            "MultiHeadAttention's scores have shape (batch, heads, queries, keys); a 2-D mask is "
-            "read as (queries, keys) and cannot line up with a batch axis.",
-        )
-    effective = event.get("effective_mask")
-    shown = raw if raw is not None else effective
-    if shown is None:
+    if mask is None:
         return
     try:
-        np.broadcast_shapes(tuple(shown.shape), (batch, queries, keys))
-        ok = shown.ndim <= 3
+        shape = np.broadcast_shapes(mask.shape[-3:] if mask.ndim >= 3 else mask.shape, (batch, queries, keys))
+        ok = tuple(shape) == (batch, queries, keys) and (mask.ndim <= 3 or mask.shape[0] in (1, batch))
     except ValueError:
         ok = False
     if not ok:
         fail(
-            f"attention_mask of shape {tuple(shown.shape)}.",
+            f"an attention mask of shape {tuple(mask.shape)} reached the scores.",
             f"a shape that broadcasts to (batch, queries, keys) = ({batch}, {queries}, {keys}), such as "
             f"({batch}, 1, {keys}).",
             "MultiHeadAttention combines the mask with scores of shape (batch, heads, queries, keys).",
         )
 
 
-def assert_masks_keys(evidence, event, expected: np.ndarray, real_queries: np.ndarray, phase: str,
+def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, arguments: dict | None,
                       what: str = "padded keys") -> None:
-    """The effective mask, on real query rows, equals ``expected`` (batch, queries, keys)."""
+    """The verified mask at the scores, on real query rows, equals ``expected`` (batch, queries, keys)."""
     batch, queries, keys = expected.shape
-    if event is None or (no_mask_reached(event) and not event.get("use_causal_mask")):
-        fail(IGNORED_MASK, f"{what} masked out for every real query.", PADDING_WHY)
-    effective = event.get("effective_mask")
-    if effective is None and event.get("use_causal_mask"):
-        effective = np.tril(np.ones((queries, keys), dtype=bool))
+    if step is None:
+        fail("MultiHeadAttention was not called when a mask was given.", f"{what} masked out.", PADDING_WHY)
+    effective = effective_mask(step)
     if effective is None:
-        evidence.phase(phase, "mask.masks_keys")
-        fail("no attention mask reached the attention scores.", f"{what} masked out.", PADDING_WHY)
-    try:
-        full = np.broadcast_to(effective.astype(bool), (batch, queries, keys))
-    except ValueError:
-        fail(
-            f"an attention mask of shape {tuple(effective.shape)}, which does not broadcast to "
-            f"({batch}, {queries}, {keys}).",
-            f"({batch}, 1, {keys}) or ({batch}, {queries}, {keys}).",
-            "See mask.attention_mask_shape.",
-        )
+        fail(IGNORED_MASK + ".", f"{what} masked out for every real query.", PADDING_WHY)
+    full = np.broadcast_to(effective, (batch, queries, keys))
     rows = [(b, t) for b in range(batch) for t in range(queries) if real_queries[b, t]]
     got = np.array([full[b, t] for b, t in rows])
     want = np.array([expected[b, t] for b, t in rows])
@@ -571,10 +754,21 @@ def assert_masks_keys(evidence, event, expected: np.ndarray, real_queries: np.nd
             "True for positions to attend to, False for padding, as Embedding(mask_zero=True) gives it.",
             "MultiHeadAttention attends where the mask is True.",
         )
-    if effective.ndim == 3 and effective.shape[2] == 1 and keys > 1:
+    raw = (arguments or {}).get("attention_mask")
+    query_masked = (arguments or {}).get("query_mask") is not None and (arguments or {}).get("positional", 0) >= 4
+    if query_masked:
         fail(
-            f"the mask was expanded on the wrong axis (shape {tuple(effective.shape)}): it hides "
-            "queries, while every query still attends to the padded keys.",
+            "the padding mask reached MultiHeadAttention as its query_mask, the fourth positional argument, so it "
+            "hides padded queries while every query still attends to the padded keys.",
+            "attention(query, value, attention_mask=mask[:, None, :]): pass the mask by keyword.",
+            "In Keras 2, MultiHeadAttention's fourth argument was attention_mask; in Keras 3 it is query_mask. "
+            "Code written for Keras 2 as mha(x, x, x, mask) now masks the wrong thing, silently.",
+        )
+    column = effective.ndim == 3 and effective.shape[-1] == 1 and keys > 1
+    if column or (isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == 1 and keys > 1):
+        fail(
+            f"the mask was expanded on the wrong axis (shape {tuple((raw if raw is not None else effective).shape)}): "
+            "it hides queries, while every query still attends to the padded keys.",
             f"mask[:, None, :] — shape ({batch}, 1, {keys}), broadcast over queries, masking keys.",
             "The mask must say which keys a query may look at; a (batch, seq, 1) mask silently "
             "masks the wrong thing, and MultiHeadAttention does not complain.",
@@ -591,14 +785,14 @@ def assert_masks_keys(evidence, event, expected: np.ndarray, real_queries: np.nd
 
 def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
     """Outputs ``a`` and ``b`` agree at the positions of boolean array ``where``."""
-    if isinstance(a, dict) or isinstance(b, dict):
+    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
         fail(
             "a masked call did not return a tensor.",
             "one tensor, with or without a mask.",
             "A layer must return the same kind of output with and without a mask.",
         )
-    change = np.abs(a - b)[where]
-    if change.size and change.max() > 1e-5:
+    change = np.abs(a.astype(np.float64) - b.astype(np.float64))[where]
+    if change.size and change.max() > 1e-4:
         fail(
             f"changing only {changed} changed the outputs that must not depend on them, by up to "
             f"{change.max():.3g}.",
@@ -607,34 +801,45 @@ def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
         )
 
 
-def assert_mask_propagates(data: dict, padding: np.ndarray) -> None:
-    output_mask = data.get("output_mask")
-    if isinstance(output_mask, np.ndarray) and output_mask.shape == padding.shape:
-        if np.array_equal(output_mask.astype(bool), padding):
-            return
+def assert_mask_propagates(data: dict, output: np.ndarray, padding_mask: np.ndarray) -> None:
+    """The pooled output (a GlobalAveragePooling1D after the layer) equals the masked average of the
+    verified output: the padding mask reached the next layer."""
+    pooled = data.get("pooled")
+    real = padding_mask.astype(np.float64)[..., None]
+    masked_mean = (output * real).sum(axis=1) / real.sum(axis=1)
+    if isinstance(pooled, np.ndarray) and pooled.shape == masked_mean.shape and np.allclose(
+            pooled, masked_mean, rtol=1e-3, atol=1e-4):
+        return
     observed = (
-        "supports_masking is False, so Keras drops the mask after your layer (and warns that it "
-        "destroys the mask)"
+        "supports_masking is False, so Keras drops the mask after your layer (and warns on stderr that "
+        "your layer destroys the mask)"
         if not data.get("supports_masking")
-        else "the output does not carry the input's padding mask"
+        else "the output does not carry the input's padding mask to the next layer"
     )
     fail(
         observed + ".",
-        "self.supports_masking = True in __init__ (the output keeps the input's padding mask).",
-        "Layers after this one — an encoder, pooling that skips padding — need the mask too. "
-        "Keras 3 only passes it on for layers that declare they support masking, and its warning "
-        "on stderr is enough for nbgrader to give a correct notebook cell zero points.",
+        "self.supports_masking = True in __init__: the output keeps the input's padding mask.",
+        "In Keras 3 a layer passes the mask on only if it says it supports masking (Keras 2 code often "
+        "relied on it being passed anyway). Without it, the layers after yours — another encoder, a "
+        "pooling that averages only over real tokens — treat padding as text.",
     )
+
+
+def check_phase_ran(evidence, phase: str, check_id: str) -> dict:
+    return evidence.phase(phase, check_id)
 
 
 # --------------------------------------------------------------------------- forward
 
 
-def self_attention_inputs(event: dict, what: str):
+def self_attention_inputs(step, program, what: str):
     """A check that attention got the call's first argument as query and value."""
 
     def check():
-        if event.get("query_source") != 0 or event.get("value_source") != 0:
+        if program is None or step is None:
+            return
+        sources = program._sources(step)
+        if "inputs" not in sources:
             fail(
                 f"MultiHeadAttention was not given the {what}'s inputs as both query and value.",
                 "self-attention: attention(inputs, inputs).",
@@ -648,31 +853,133 @@ ATOL = 2e-4
 RTOL = 1e-3
 
 
+def close(a, b, where: np.ndarray | None = None) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    if where is not None:
+        a, b = a[where], b[where]
+    scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
+    return bool(np.allclose(a, b, atol=ATOL * scale, rtol=RTOL))
+
+
 def assert_matches_reference(output, variants: dict, messages: dict, expected: str, why: str,
                              correct: str = "correct", where: np.ndarray | None = None, otherwise=None) -> None:
     """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which;
     else call ``otherwise()`` (which may fail with a more specific message) before failing generally."""
-    if isinstance(output, dict):
+    if not isinstance(output, np.ndarray):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
-
-    def close(a, b) -> bool:
-        if a.shape != b.shape:
-            return False
-        if where is not None:
-            a, b = a[where], b[where]
-        return np.allclose(a, b, atol=ATOL, rtol=RTOL)
-
-    if close(output, variants[correct]):
+    if close(output, variants[correct], where):
         return
     for name, text in messages.items():
-        if close(output, variants[name]):
+        if name in variants and close(output, variants[name], where):
             fail(f"your output matches a layer in which {text}.", expected, why)
     if otherwise is not None:
         otherwise()
-    reference = variants[correct]
-    diff = np.abs(output - reference).max() if output.shape == reference.shape else float("nan")
+    reference_output = np.asarray(variants[correct])
+    diff = np.abs(output - reference_output).max() if output.shape == reference_output.shape else float("nan")
     fail(
-        f"your output differs from the layer computed independently from your own weights by up to {diff:.3g}.",
+        f"your output differs from the correct layer computed from the same weights by up to {diff:.3g}.",
         expected,
         why,
     )
+
+
+# --------------------------------------------------------------------------- roles found by behaviour
+
+
+def trace_leaves(evidence, phase: str) -> list[dict]:
+    """The leaf calls a phase recorded (claims), outermost first, without their insides."""
+    events = analysis.partial_trace(evidence, phase)
+    inside: set[int] = set()
+    leaves = []
+    for event in events:
+        parent = event.get("parent")
+        if parent is None:
+            continue
+        if parent in inside or events[parent]["kind"] not in ("container",):
+            inside.add(event["index"])
+            continue
+        if event["kind"] not in ("container",):
+            leaves.append(event)
+    return leaves
+
+
+def ffn_roles_by_shape(forward: dict, values: dict, claimed: set[str], embed_dim: int, dense_dim: int):
+    """The feed-forward's kernels and biases among the trainable weights no traced layer uses,
+    found by shape: (embed_dim, dense_dim), (dense_dim,), (dense_dim, embed_dim), (embed_dim,)."""
+    free = [k for k in trainable_keys(forward) if k in values and k not in claimed]
+    by_shape: dict[tuple, list[str]] = {}
+    for key in free:
+        by_shape.setdefault(tuple(np.shape(values[key])), []).append(key)
+    e, d = embed_dim, dense_dim
+    wanted = [(e, d), (d,), (d, e), (e,)]
+    if e == d or any(len(by_shape.get(shape, [])) != 1 for shape in wanted):
+        return None
+    k1, b1, k2, b2 = (by_shape[shape][0] for shape in wanted)
+    return {"ffn1": {"kernel": k1, "bias": b1}, "ffn2": {"kernel": k2, "bias": b2}}
+
+
+def claimed_roles(leaves: list[dict]) -> tuple[list[dict], list[dict], set[str]]:
+    """Attention and norm roles from the trace's claims, and every variable key they use."""
+    attentions, norms, used = [], [], set()
+    for event in leaves:
+        params = {r: (None if k is None else str(k)) for r, k in (event.get("params") or {}).items()}
+        used |= {k for k in params.values() if k is not None}
+        constants = event.get("constants") or {}
+        if event["kind"] == "attention":
+            attentions.append(dict(params, zero_masked=bool(constants.get("zero_masked")),
+                                   mask=constants.get("mask"), causal=bool(constants.get("causal"))))
+        elif event["kind"] == "norm":
+            epsilon = constants.get("epsilon")
+            if isinstance(epsilon, (int, float)) and 0 <= epsilon <= 0.1:
+                norms.append({"gamma": params.get("gamma"), "beta": params.get("beta"), "epsilon": float(epsilon)})
+    return attentions, norms, used
+
+
+def identify_by_roles(observed: analysis.Observed, roles: dict, variants_of, values: dict,
+                      pseudo_steps: list) -> None:
+    """When a call could not be replayed (weights used by raw operations), find whether its output is
+    a known variant of the exercise's layer computed from ``roles``; if so, mark it verified with
+    that variant as its function."""
+    output = observed.output
+    if not isinstance(output, np.ndarray) or not roles:
+        return
+    needed = {key for entries in roles.values() for name, key in entries.items()
+              if isinstance(key, str) and name not in reference.NOT_KEYS}
+    if not needed <= set(values):
+        return
+    try:
+        variants = variants_of(reference.resolve(roles, values))
+    except (KeyError, ValueError, TypeError, IndexError):
+        return
+    for name, candidate in variants.items():
+        if close(output, candidate):
+            observed.function = lambda vals, name=name: variants_of(reference.resolve(roles, vals))[name]
+            observed.identified_as = name
+            observed.roles = roles
+            observed.pseudo_steps = pseudo_steps
+            return
+
+
+def pseudo_steps_of(leaves: list[dict]) -> list:
+    """Replay steps standing for claimed layers: confirmed by an identification by roles, or, for
+    a call that could not be verified, what failure messages may name."""
+    from .replay import Step
+
+    steps = []
+    for event in leaves:
+        if event["kind"] in ("attention", "norm", "dense", "einsum_dense", "embedding"):
+            params = {r: (None if k is None else str(k)) for r, k in (event.get("params") or {}).items()
+                      if isinstance(r, str) and (k is None or isinstance(k, int))}
+            constants = event.get("constants") if isinstance(event.get("constants"), dict) else {}
+            steps.append(Step(len(steps), event, event["kind"], params, constants, {}))
+    return steps
+
+
+def layer_structure(evidence, observed: analysis.Observed, phase: str, see: str, *sources: str) -> Structure:
+    """The structure of a call: verified if the call is (and attends over ``sources``), else claimed."""
+    if observed.verified and not attends_over(observed, *sources):
+        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+    claimed = None if observed.verified else pseudo_steps_of(trace_leaves(evidence, phase))
+    return Structure(observed, claimed, see)

@@ -86,7 +86,10 @@ class Evidence:
         record = self.run.phases.get(name)
         if record is not None:
             if not record.get("ok"):
-                raise CheckFailed(self._student_error(name, record.get("error") or {}, check_id))
+                error = record.get("error") or {}
+                if error.get("internal") and not error.get("student_frames"):
+                    raise Unavailable("error", internal_error_message(name, error))
+                raise CheckFailed(self._student_error(name, error, check_id))
             return self._data(name, record)
         self._raise_missing(name, check_id)
 
@@ -147,6 +150,12 @@ class Evidence:
         return format_student_error(f"Your code raised {kind} {where}", error)
 
 
+def internal_error_message(phase: str, error: dict) -> str:
+    where = PHASE_WORDS.get(phase, f"in phase {phase}")
+    return (f"Not checked: the grader itself failed {where} ({error.get('type', 'Error')}: "
+            f"{_first_lines(error.get('message', ''), 2)}). This is a fault of the grader, not of your code.")
+
+
 def format_student_error(headline: str, error: dict) -> str:
     lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(error.get('message', ''))}"]
     for frame in error.get("student_frames") or []:
@@ -157,6 +166,10 @@ def format_student_error(headline: str, error: dict) -> str:
     frames = error.get("student_frames") or []
     if error.get("type") == "NotImplementedError" and frames and "NotImplementedError" in frames[-1].get("code", ""):
         lines.append("This part is still the stub: replace `raise NotImplementedError()` with your code.")
+    message = str(error.get("message", ""))
+    if error.get("type") == "TypeError" and "multiple values for argument 'query_mask'" in message:
+        lines.append("In Keras 3, MultiHeadAttention's fourth positional argument is query_mask (in Keras 2 it was "
+                     "attention_mask). Pass the mask by keyword: attention(query, value, attention_mask=...).")
     return "\n".join(lines)
 
 

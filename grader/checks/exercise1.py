@@ -1,34 +1,97 @@
-"""Checks for exercise 1, the positional embedding: token embedding + position embedding, mask = tokens != 0."""
+"""Checks for exercise 1, the positional embedding: token embedding + position embedding, mask = tokens != 0.
+
+The two tables are found by what they do — which rows the call looks up in
+them — not by their class: an ``Embedding``, a subclass of it, or a weight made
+with ``add_weight`` all count. Every computed check judges calls the parent
+replayed with its own token ids and table values (``analysis``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from . import check, fail
+from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
     assert_all_gradients, assert_config_base, assert_config_own_keys, assert_constructor, assert_from_config,
-    assert_keras_file, assert_matches_reference, assert_output_shape, assert_trainable_shapes, config,
-    config_phase, dims, forward, gradients, job, structure,
+    assert_keras_file, assert_matches_reference, assert_output_shape, assert_trainable_shapes, close, config,
+    config_phase, dims, explain_unverified, forward, gradient_report, identify_by_roles, job, pseudo_steps_of,
+    trace_leaves, trainable_keys, values,
 )
+from .reference import embedding_variants, resolve
 
 CLASS = "PositionalEmbedding"
+SEE = "forward.sum"
 SUM = "token_embeddings(tokens) + position_embeddings(arange(seq)), shape (batch, seq, output_dim)."
+TABLES_WHY = ("A token's vector says what it is; a position's vector says where it is. Attention itself "
+              "ignores order, so the model only knows positions through the second table.")
 
 
 def _tokens(job) -> np.ndarray:
     return np.asarray(job["tokens"])
 
 
-def _tables(structure, dims) -> tuple[dict | None, dict | None]:
-    """The token table (input_dim rows) and the position table (sequence_length rows), by shape."""
+def _identify(evidence, observed, tokens) -> None:
+    """Tables read with raw operations (a weight made with add_weight, ops.take): find them by shape
+    — (input_dim, output_dim) for tokens, (sequence_length, output_dim) for positions — and see
+    whether the output is the sum (or a known mistaken one) computed from them."""
+    dims = evidence.job["dims"]
+    parameters = analysis.values(evidence)
+    forward = evidence.partial("forward") or {}
+    by_shape: dict[tuple, list[str]] = {}
+    for key in trainable_keys(forward):
+        if key in parameters:
+            by_shape.setdefault(tuple(np.shape(parameters[key])), []).append(key)
+    token_shape = (dims["input_dim"], dims["output_dim"])
+    position_shape = (dims["sequence_length"], dims["output_dim"])
+    if token_shape == position_shape or len(by_shape.get(token_shape, [])) != 1 \
+            or len(by_shape.get(position_shape, [])) != 1:
+        return
+    roles = {"tokens": {"embeddings": by_shape[token_shape][0]}, "positions": {"embeddings": by_shape[position_shape][0]}}
+    identify_by_roles(observed, roles, lambda parts: embedding_variants(tokens, parts), parameters,
+                      pseudo_steps_of(trace_leaves(evidence, observed.phase)))
+
+
+def _observe(evidence, job, phase, check_id):
+    tokens = _tokens(job)
+    observed = analysis.observed(evidence, phase, check_id, {"tokens": tokens})
+    if not observed.verified and observed.output is not None and phase == "forward":
+        _identify(evidence, observed, tokens)
+    return observed
+
+
+def _tables(observed, tokens, dims, parameters) -> tuple[str | None, str | None]:
+    """(token table, position table) keys: the table looked up with the token ids, and the table
+    looked up with positions. From the replayed steps, or from the roles found by shape."""
+    if observed.roles:
+        return observed.roles["tokens"]["embeddings"], observed.roles["positions"]["embeddings"]
     token = position = None
-    for event in structure.of("Embedding"):
-        layer = structure.layer(event)
-        if layer["input_dim"] == dims["input_dim"] and token is None:
-            token = layer
-        elif layer["input_dim"] == dims["sequence_length"] and position is None:
-            position = layer
+    for step in observed.steps("embedding"):
+        ids = next(iter(step.inputs.values()))
+        ids = ids[1] if isinstance(ids, tuple) else None
+        key = step.params.get("embeddings")
+        if ids is None or key not in parameters:
+            continue
+        if ids.shape == tokens.shape and np.array_equal(ids, tokens) and token is None:
+            token = key
+        elif position is None and ids.ndim <= 2 and ids.shape[-1] == tokens.shape[1]:
+            position = key
     return token, position
+
+
+@pytest.fixture
+def plain(evidence, job):
+    return _observe(evidence, job, "forward", "api.output_shape")
+
+
+@pytest.fixture
+def layer(plain, job, dims, values):
+    """The verified plain call that looks the token ids up in a table; else not checked."""
+    analysis.require_verified(plain, SEE)
+    token, _ = _tables(plain, _tokens(job), dims, values)
+    if token is None:
+        analysis.not_checked("the verified call looks up no table with the token ids", SEE)
+    return plain
 
 
 @check("api.constructor", "Builds from sequence_length, input_dim and output_dim", "api")
@@ -43,26 +106,30 @@ def check_output_shape(forward, job, dims):
 
 
 @check("weights.two_tables", "Two embedding tables: tokens and positions", "weights", points=2)
-def check_two_tables(structure, dims):
-    calls = structure.of("Embedding")
-    instances = list(dict.fromkeys(e["layer"] for e in calls))
-    token, position = _tables(structure, dims)
-    if len(instances) == 2 and token is not None and position is not None:
+def check_two_tables(layer, job, dims, values):
+    tokens = _tokens(job)
+    token, position = _tables(layer, tokens, dims, values)
+    shapes_ok = token is not None and position is not None and token != position and \
+        tuple(np.shape(values[token])) == (dims["input_dim"], dims["output_dim"]) and \
+        tuple(np.shape(values[position])) == (dims["sequence_length"], dims["output_dim"])
+    if shapes_ok:
         return
-    shapes = [(structure.layer(e)["input_dim"], structure.layer(e)["output_dim"]) for e in calls]
+    steps = layer.steps("embedding")
+    instances = list(dict.fromkeys(s.event["layer"] for s in steps))
+    shapes = [tuple(np.shape(values[s.params["embeddings"]])) for s in steps if s.params.get("embeddings") in values]
     fail(
-        f"{len(calls)} Embedding call(s) on {len(instances)} layer(s), with tables of shapes {shapes or 'none'}.",
-        f"two Embedding layers: tokens ({dims['input_dim']}, {dims['output_dim']}) = (input_dim, output_dim) "
-        f"and positions ({dims['sequence_length']}, {dims['output_dim']}) = (sequence_length, output_dim).",
-        "A token's vector says what it is; a position's vector says where it is. Attention itself "
-        "ignores order, so the model only knows positions through the second table.",
+        f"{len(steps)} Embedding call(s) on {len(instances)} layer(s), with tables of shapes {shapes or 'none'}.",
+        f"two tables: tokens ({dims['input_dim']}, {dims['output_dim']}) = (input_dim, output_dim), looked up with "
+        f"the token ids, and positions ({dims['sequence_length']}, {dims['output_dim']}) = (sequence_length, "
+        "output_dim), looked up with the positions 0 .. seq-1.",
+        TABLES_WHY,
     )
 
 
 @check("weights.trainable_list", "Trainable weights are exactly the two tables", "weights")
-def check_trainable_list(forward, dims):
+def check_trainable_list(layer, forward, dims, values):
     d = dims["output_dim"]
-    assert_trainable_shapes(forward, [(dims["input_dim"], d), (dims["sequence_length"], d)],
+    assert_trainable_shapes(forward, values, [(dims["input_dim"], d), (dims["sequence_length"], d)],
                             "the token table and the position table", [])
 
 
@@ -71,42 +138,42 @@ VARIANTS = {
     "positions_only": "the token embeddings are not added",
     "positions_from_one": "positions are numbered from 1 instead of 0",
 }
+WHY = ("The sum carries both what each token is and where it stands; sequences shorter than "
+       "sequence_length use the first positions.")
 
 
 @check("forward.sum", "Adds token and position embeddings", "forward", points=3)
-def check_sum(forward, structure, job, dims):
-    token, position = _tables(structure, dims)
-    if token is None or position is None:
+def check_sum(plain, job, dims, values):
+    if not plain.verified:
+        explain_unverified(plain, SUM)
+    if plain.identified_as is not None:
+        if plain.identified_as == "correct":
+            return
+        fail(f"your output matches a layer in which {VARIANTS[plain.identified_as]}.", SUM, WHY)
+    tokens = _tokens(job)
+    token, position = _tables(plain, tokens, dims, values)
+    if token is None or position is None or token == position:
         fail(
-            f"the tables could not be told apart by shape (calls: {structure.describe()}).",
-            "a token table of input_dim rows and a position table of sequence_length rows.",
+            "no pair of tables looked up with the token ids and with the positions was found "
+            f"(the call ran: {', '.join(s.event['class'] for s in plain.steps('embedding')) or 'no embedding'}).",
+            "a token table looked up with the token ids and a position table looked up with 0 .. seq-1.",
             "See weights.two_tables.",
         )
-    tokens = _tokens(job)
-    seq = tokens.shape[1]
-    tok, pos = token["embeddings"]["value"], position["embeddings"]["value"]
-    variants = {
-        "correct": tok[tokens] + pos[np.arange(seq)][None],
-        "tokens_only": tok[tokens],
-        "positions_only": np.broadcast_to(pos[np.arange(seq)][None], tok[tokens].shape),
-        "positions_from_one": tok[tokens] + pos[np.arange(1, seq + 1) % pos.shape[0]][None],
-    }
-    assert_matches_reference(
-        forward["output"], variants, VARIANTS, SUM,
-        "The sum carries both what each token is and where it stands; sequences shorter than "
-        "sequence_length use the first positions.",
-    )
+    variants = embedding_variants(tokens, resolve({"tokens": {"embeddings": token},
+                                                   "positions": {"embeddings": position}}, values))
+    assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, VARIANTS, SUM, WHY)
 
 
 @check("mask.values", "compute_mask is True exactly where the token id is not 0", "mask", points=2)
-def check_mask_values(evidence, job):
+def check_mask_values(evidence, layer, job):
     data = evidence.phase("mask", "mask.values")
     tokens = _tokens(job)
     expected = tokens != 0
     mask = data["mask"]
-    if isinstance(mask, dict):
+    if not isinstance(mask, np.ndarray):
+        kind = mask.get("not_a_tensor") if isinstance(mask, dict) else type(mask).__name__
         fail(
-            f"compute_mask returned {mask.get('not_a_tensor')}.",
+            f"compute_mask returned {kind}.",
             f"a boolean tensor of shape {expected.shape}: tokens != 0.",
             "Without a mask the layers after the embedding treat padding as text.",
         )
@@ -132,49 +199,75 @@ def check_mask_values(evidence, job):
         )
 
 
-@check("mask.functional", "Works in a functional model built on keras.Input", "mask")
-def check_functional(evidence):
+@check("mask.functional", "The mask follows the output in a functional model", "mask")
+def check_functional(evidence, layer, job):
+    """keras.Model(inputs, GlobalAveragePooling1D()(layer(inputs))) on the token ids: the pooling must
+    receive the layer's (verified) output and the mask tokens != 0, and average over real tokens."""
     data = evidence.phase("functional", "mask.functional")
-    if data["symbolic_mask_shape"] is None:
+    tokens = _tokens(job)
+    observation = data.get("observation") or {}
+    pools = [e for e in analysis.partial_trace(evidence, "functional") if e.get("kind") == "average_pool"]
+    model_output = observation.get("output")
+    if not pools or not isinstance(model_output, np.ndarray):
+        fail("the functional model around your layer did not run its pooling layer.",
+             "keras.Model(inputs, GlobalAveragePooling1D()(PositionalEmbedding(...)(inputs))) to run.",
+             "In a functional model a layer must work on keras.Input as on real tensors.")
+    pool = pools[0]
+    received = next(iter((pool.get("inputs") or {}).values()), None)
+    output = np.asarray(layer.output, dtype=np.float64)
+    if not isinstance(received, np.ndarray) or not close(received, output):
         fail(
-            "the layer's output in a functional model carries no mask.",
+            "in a functional model your layer computes something other than when it is called directly.",
+            "the same output.",
+            "A layer must behave the same on symbolic and on real tensors.",
+        )
+    mask = (pool.get("constants") or {}).get("mask")
+    from .ops import average_pool
+
+    pooled = average_pool(output, mask if isinstance(mask, np.ndarray) and mask.ndim == 2 else None)
+    if not close(model_output, pooled):
+        fail("the functional model's output is not the average of your layer's output.",
+             "GlobalAveragePooling1D's average.", "The grader recomputes the pooling from your layer's output.")
+    if mask is None:
+        fail(
+            "the layer's output in a functional model carries no mask"
+            + (" (compute_mask gave none)" if data.get("symbolic_mask_shape") is None else "") + ".",
             "compute_mask returning keras.ops.not_equal(inputs, 0), so the mask follows the output.",
             "In keras.Model(inputs, outputs) the mask travels with the symbolic tensors; the "
             "encoder after the embedding only gets it that way.",
         )
-    a, b = data["output"], data["eager_output"]
-    if isinstance(a, dict) or isinstance(b, dict) or a.shape != b.shape or not np.allclose(a, b, atol=1e-6):
+    if np.asarray(mask).shape != tokens.shape or not np.array_equal(np.asarray(mask, dtype=bool), tokens != 0):
         fail(
-            "the functional model computes something other than the layer called directly.",
-            "the same output.",
-            "A layer must behave the same on symbolic and on real tensors.",
+            "in a functional model, the mask that reaches the next layer is not tokens != 0.",
+            "the mask of real tokens.",
+            "The layers after the embedding use this mask to ignore padding.",
         )
 
 
 @check("gradients.all_variables", "Both tables get gradients", "gradients")
-def check_all_gradients(gradients, forward):
-    assert_all_gradients(gradients, forward, set(), "2 trainable tables.")
+def check_all_gradients(evidence, layer, forward, job):
+    assert_all_gradients(gradient_report(evidence, layer, forward, job["loss_weights"]), set(),
+                         "2 trainable tables.")
 
 
 @check("gradients.used_rows", "Only the rows that were looked up learn", "gradients")
-def check_used_rows(gradients, structure, job, dims):
-    token, position = _tables(structure, dims)
-    if token is None or position is None:
-        fail("the two tables could not be found.", "a token table and a position table.", "See weights.two_tables.")
-    grads = dict(zip(gradients["variables"], gradients["gradients"]))
+def check_used_rows(evidence, layer, forward, job, dims, values):
     tokens = _tokens(job)
+    token, position = _tables(layer, tokens, dims, values)
+    if token is None or position is None or token == position:
+        fail("the two tables could not be found.", "a token table and a position table.", "See weights.two_tables.")
+    report = gradient_report(evidence, layer, forward, job["loss_weights"])
     problems = []
-    for table, used, what in (
-        (token, np.unique(tokens), "token"),
-        (position, np.arange(tokens.shape[1]), "position"),
-    ):
-        grad = grads.get(table["embeddings"]["id"])
-        if grad is None:
+    for key, used, what in ((token, np.unique(tokens), "token"), (position, np.arange(tokens.shape[1]), "position")):
+        if report.reported.get(key) is None:
             problems.append(f"the {what} table gets no gradient")
             continue
-        moved = np.flatnonzero(np.abs(grad).sum(axis=1) > 1e-12)
-        unused = sorted(set(moved) - set(used))
-        silent = sorted(set(used) - set(moved))
+        if not report.agrees(key):
+            problems.append(f"the {what} table's gradient is not the gradient of the output")
+            continue
+        moved = np.flatnonzero(np.abs(report.exact[key]).sum(axis=1) > 1e-9)
+        unused = sorted(set(moved.tolist()) - set(used.tolist()))
+        silent = sorted(set(used.tolist()) - set(moved.tolist()))
         if unused:
             problems.append(f"{what} rows {unused[:6]} get gradients although no input uses them")
         if silent:

@@ -1,22 +1,27 @@
 """Checks for exercise 3, the Transformer encoder.
 
-Every check judges behaviour seen in the child's evidence: which layers the
-student's ``call`` runs and in which order, the variables they own, the
-numbers they produce. None of them looks at attribute names.
+Every check on weights, gradients, masks and the forward pass judges calls the
+parent replayed with its own inputs and weight values (``analysis``): which
+layers the student's ``call`` ran and in which order, the variables they use,
+the numbers they produce, the masks that reached attention. None of them looks
+at attribute names.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from . import check, fail
+from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
-    assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
+    Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
-    attention_params, attention_shapes, config, config_phase, dense_params, dims, forward, gradients, job,
-    key_biases, mask_event, norm_params, padding, self_attention_inputs, structure,
+    attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
+    ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, observed_call,
+    padding, pseudo_steps_of,
+    raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
 )
 from .reference import encoder_variants
 
@@ -25,6 +30,54 @@ POST_NORM = (
     "norm2(h + ffn(h)) with h = norm1(x + attention(x, x)) and "
     "ffn = Dense(embed_dim)(relu(Dense(dense_dim)(h)))."
 )
+SEE = "forward.post_norm"
+
+
+def _inputs(job, key="inputs") -> np.ndarray:
+    return np.asarray(job[key], dtype=np.float64)
+
+
+def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
+    masks = {"mask": padding(job)} if masked else None
+    observed = analysis.observed(evidence, phase, check_id, {"inputs": _inputs(job, key)}, masks)
+    if not observed.verified and observed.output is not None:
+        _identify(evidence, observed, _inputs(job, key))
+    return observed
+
+
+def _identify(evidence, observed, x) -> None:
+    """A feed-forward written with raw weights: find its kernels and biases by shape, then see whether
+    the output is an encoder (or a known mistaken one) computed from them."""
+    forward = evidence.partial("forward") or {}
+    leaves = trace_leaves(evidence, observed.phase)
+    attentions, norms, claimed = claimed_roles(leaves)
+    dims = evidence.job["dims"]
+    parameters = analysis.values(evidence)
+    ffn = ffn_roles_by_shape(forward, parameters, claimed, dims["embed_dim"], dims["dense_dim"])
+    if len(attentions) != 1 or len(norms) != 2 or ffn is None:
+        return
+    attention = dict(attentions[0])
+    mask = attention.pop("mask", None)
+    roles = {"attention": attention, "norm1": norms[0], "norm2": norms[1], **ffn}
+    identify_by_roles(observed, roles, lambda parts: encoder_variants(x, parts, mask), parameters,
+                      pseudo_steps_of(leaves))
+
+
+@pytest.fixture
+def plain(evidence, job):
+    return _observe(evidence, job, "forward", "api.output_shape")
+
+
+@pytest.fixture
+def layer(plain):
+    """The verified plain call, or not checked."""
+    return verified_layer(plain, SEE, "inputs")
+
+
+@pytest.fixture
+def structure(evidence, plain):
+    """What the plain call ran: verified, or claimed (then checks may fail on it, but not pass)."""
+    return layer_structure(evidence, plain, "forward", SEE, "inputs")
 
 
 # --------------------------------------------------------------------------- api
@@ -46,38 +99,45 @@ def check_output_shape(forward, job):
 @check("weights.two_norms", "Two distinct LayerNormalization layers are applied", "weights", points=2)
 def check_two_norms(structure):
     assert_distinct_norms(structure, 2, NORM_POSITIONS)
+    structure.confirm()
 
 
 @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(structure, dims):
-    assert_norm_parameters(structure, dims["embed_dim"])
+def check_norm_parameters(structure, dims, forward, values):
+    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
+    structure.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
-def check_trainable_list(forward, structure, dims):
+def check_trainable_list(forward, structure, dims, values):
     e, d = dims["embed_dim"], dims["dense_dim"]
     expected = attention_shapes(e, dims["num_heads"]) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 4
     summary = ("8 for MultiHeadAttention(num_heads, key_dim=embed_dim), 4 for Dense(dense_dim) and "
                "Dense(embed_dim), 2 for each norm")
-    assert_trainable_shapes(forward, expected, summary, attention_hints(structure, dims))
+    assert_trainable_shapes(forward, values, expected, summary, attention_hints(structure, dims, values))
+    structure.confirm()
 
 
 # --------------------------------------------------------------------------- gradients
 
 
+def _report(evidence, layer, forward, job):
+    return gradient_report(evidence, layer, forward, job["loss_weights"])
+
+
 @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(gradients, forward, structure):
-    assert_all_gradients(gradients, forward, key_biases(structure), "16 trainable variables.")
+def check_all_gradients(evidence, layer, forward, structure, job):
+    assert_all_gradients(_report(evidence, layer, forward, job), key_biases(structure), "16 trainable variables.")
 
 
 @check("gradients.norms_differ", "The two norms receive different gradients", "gradients")
-def check_norm_gradients_differ(gradients, structure):
-    assert_norm_gradients_differ(gradients, structure, 2)
+def check_norm_gradients_differ(evidence, layer, forward, structure, job):
+    assert_norm_gradients_differ(_report(evidence, layer, forward, job), structure, 2)
 
 
-@check("gradients.norms_diverge", "After a few training steps the two norms differ", "gradients")
-def check_norms_diverge(gradients, structure, job):
-    assert_norms_diverge(gradients, structure, job["optimizer_steps"], 2)
+@check("gradients.norms_diverge", "Training moves each norm along its own gradient", "gradients")
+def check_norms_diverge(evidence, layer, structure, job):
+    assert_norms_diverge(evidence, layer, structure, job, 2)
 
 
 # --------------------------------------------------------------------------- config
@@ -106,53 +166,94 @@ def check_keras_file(evidence):
 # --------------------------------------------------------------------------- mask
 
 
+def _masked(evidence, job, check_id, phase="mask", key="inputs"):
+    """The masked call, verified or claimed. When it cannot be verified, mask.masks_keys says why
+    (unless the plain call could not be verified either: then forward.post_norm does)."""
+    batch, seq = padding(job).shape
+    explain_raised_mask(evidence, phase, check_id, batch, seq)
+    observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
+    plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
+    return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
+                         "your layer's masked call", "inputs")
+
+
+def _explain_masked(evidence, job, call) -> None:
+    """mask.masks_keys, having found no fault in the masked call, says why it is not verified."""
+    if not call.verified and call.see == "mask.masks_keys":
+        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+    call.confirm()
+
+
+def _attention_step(call):
+    return call.attention[0] if call.attention else None
+
+
+def _arguments(evidence, phase="mask"):
+    found = raw_attention_arguments(evidence, phase)
+    return found[0] if found else None
+
+
 @check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask")
 def check_attention_mask_shape(evidence, job):
     batch, seq = padding(job).shape
-    event = mask_event(evidence, "mask", "mask.attention_mask_shape")
-    assert_attention_mask_shape(evidence, event, batch, seq, seq, "mask")
+    call = _masked(evidence, job, "mask.attention_mask_shape")
+    assert_attention_mask_shape(_attention_step(call), batch, seq, seq, _arguments(evidence))
+    call.confirm()
 
 
 @check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
 def check_masks_keys(evidence, job):
     real = padding(job)
     batch, seq = real.shape
-    event = mask_event(evidence, "mask", "mask.masks_keys")
+    call = _masked(evidence, job, "mask.masks_keys")
     expected = np.broadcast_to(real[:, None, :], (batch, seq, seq))
-    assert_masks_keys(evidence, event, expected, real, "mask")
+    assert_masks_keys(_attention_step(call), expected, real, _arguments(evidence))
+    _explain_masked(evidence, job, call)
 
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
 def check_padding_invariance(evidence, job):
-    data = evidence.phase("mask", "mask.padding_invariance")
+    masked = _masked(evidence, job, "mask.padding_invariance")
+    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed")
     assert_unchanged(
-        data["output"], data["output_perturbed"], padding(job), "the padded positions' input vectors",
+        masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
         "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
     )
+    masked.confirm()
+    perturbed.confirm()
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
 def check_mask_propagates(evidence, job):
-    assert_mask_propagates(evidence.phase("mask", "mask.padding_invariance"), padding(job))
+    call = _masked(evidence, job, "mask.propagates")
+    if isinstance(call.output, np.ndarray):
+        assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
+    call.confirm()
 
 
 # --------------------------------------------------------------------------- forward
 
 
 @check("forward.call_order", "Attention, norm, feed-forward, norm — in that order", "forward")
-def check_call_order(structure):
+def check_call_order(plain, structure):
+    layer = plain
+    if layer.identified_as == "post_norm":
+        return  # a feed-forward of raw weights: the order is the computation's, which is right
     sequence = structure.sequence
     expected = ["attention", "norm", "dense", "dense", "norm"]
     if sequence == expected:
+        structure.confirm()
         return
-    if sequence[:2] == ["norm", "attention"]:
+    if sequence[:2] == ["norm", "attention"] or layer.identified_as == "pre_norm":
         why = (
             "Normalising before each sub-block (pre-norm) is a real variant used by many later "
             "models, but this exercise asks for the book's post-norm block: norm(x + sublayer(x))."
         )
     else:
         why = "The post-norm encoder is norm1(x + attention(x)), then norm2(h + ffn(h))."
-    fail(structure.describe(), " → ".join(expected), why)
+    if sequence != expected:
+        fail(structure.describe(), " → ".join(expected), why)
+    structure.confirm()
 
 
 VARIANT_MESSAGES = {
@@ -164,32 +265,40 @@ VARIANT_MESSAGES = {
     "the first norm's output",
     "pre_norm": "the block is pre-norm: x + attention(norm(x)), then h + ffn(norm(h))",
 }
+WHY = ("Residual connections let each block learn a correction to its input and keep gradients flowing; "
+       "post-norm normalises each residual sum.")
 
 
 @check("forward.post_norm", "Computes the post-norm encoder", "forward", points=3)
-def check_post_norm(structure, forward, job):
-    attention_calls = structure.of("MultiHeadAttention")
-    norm_calls = structure.norm_calls
-    dense_calls = structure.of("Dense")
-    if len(attention_calls) != 1 or len(norm_calls) != 2 or len(dense_calls) != 2:
+def check_post_norm(plain, job, values):
+    if not plain.verified:
+        explain_unverified(plain, POST_NORM)
+    if plain.identified_as is not None:  # found by the roles of its weights
+        if plain.identified_as == "post_norm":
+            return
+        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", POST_NORM, WHY)
+    structure = Structure(plain)
+    attention, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
+    if len(attention) != 1 or len(norms) != 2 or len(dense) != 2:
         fail(
-            f"{len(attention_calls)} attention, {len(norm_calls)} LayerNormalization and "
-            f"{len(dense_calls)} Dense call(s): {structure.describe()}.",
+            f"{len(attention)} attention, {len(norms)} LayerNormalization and {len(dense)} Dense "
+            f"call(s): {structure.describe()}.",
             "one MultiHeadAttention, two LayerNormalization and two Dense calls.",
             "The post-norm encoder is norm1(x + attention(x, x)), then norm2(h + ffn(h)).",
         )
-    event = attention_calls[0]
-    parts = {
-        "attention": attention_params(structure.layer(event)),
-        "ffn1": dense_params(structure.layer(dense_calls[0])),
-        "ffn2": dense_params(structure.layer(dense_calls[1])),
-        "norm1": norm_params(structure.layer(norm_calls[0])),
-        "norm2": norm_params(structure.layer(norm_calls[1])),
+    roles = {
+        "attention": dict(attention[0].params, zero_masked=bool(attention[0].constants.get("zero_masked"))),
+        "ffn1": {"kernel": dense[0].params["kernel"], "bias": dense[0].params.get("bias")},
+        "ffn2": {"kernel": dense[1].params["kernel"], "bias": dense[1].params.get("bias")},
+        "norm1": {"gamma": norms[0].params.get("gamma"), "beta": norms[0].params.get("beta"),
+                  "epsilon": float(norms[0].constants["epsilon"])},
+        "norm2": {"gamma": norms[1].params.get("gamma"), "beta": norms[1].params.get("beta"),
+                  "epsilon": float(norms[1].constants["epsilon"])},
     }
-    variants = encoder_variants(np.asarray(job["inputs"], dtype=np.float64), parts)
+    from .reference import resolve
+
+    variants = encoder_variants(_inputs(job), resolve(roles, values))
     assert_matches_reference(
-        forward["output"], variants, VARIANT_MESSAGES, POST_NORM,
-        "Residual connections let each block learn a correction to its input and keep "
-        "gradients flowing; post-norm normalises each residual sum.",
-        correct="post_norm", otherwise=self_attention_inputs(event, "encoder"),
+        np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
+        correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"),
     )

@@ -1,131 +1,104 @@
-"""Independent NumPy versions of the layers a Transformer encoder is made of.
+"""What the exercises' layers compute, and the common ways of getting them wrong, in NumPy.
 
-Used by the forward checks to recompute, from the student's own weights, what
-a correct layer must output. Float64 throughout.
+Every function takes ``parts``: the weights by role (``resolve`` turns roles —
+variable keys plus settings such as a norm's epsilon — into values), so the
+same reference serves the forward checks (which variant did the student's
+layer compute?) and, through autograd, exact gradients when a layer's parts
+were found by what its weights do rather than by replaying its calls.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MASKED = -1e9
+from . import ops
 
 
-def dense(x, kernel, bias=None, activation=None):
-    y = x @ kernel
-    if bias is not None:
-        y = y + bias
-    return np.maximum(y, 0.0) if activation == "relu" else y
+def resolve(roles: dict, values: dict) -> dict:
+    """Roles ({part: {name: key or setting}}) with every variable key replaced by its value."""
+    parts = {}
+    for part, entries in roles.items():
+        parts[part] = {name: (values[key] if isinstance(key, str) and name not in NOT_KEYS else key)
+                       for name, key in entries.items()}
+    return parts
 
 
-def layer_norm(x, gamma, beta, epsilon):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    y = (x - mean) / np.sqrt(variance + epsilon)
-    if gamma is not None:
-        y = y * gamma
-    if beta is not None:
-        y = y + beta
-    return y
+NOT_KEYS = ("epsilon", "activation", "mask", "causal", "zero_masked")
 
 
-def softmax(scores, axis=-1):
-    shifted = scores - scores.max(axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=axis, keepdims=True)
+def _norm(p, z):
+    return ops.layer_norm(z, p.get("gamma"), p.get("beta"), p["epsilon"])
 
 
-def attention(query, value, params, attention_mask=None):
-    """Keras's MultiHeadAttention on (B, T, E) / (B, S, E) inputs, mask (B, T, S)."""
-
-    def project(x, role):
-        y = np.einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
-        bias = params.get(f"{role}_bias")
-        return y if bias is None else y + bias
-
-    q, k, v = project(query, "query"), project(value, "key"), project(value, "value")
-    scores = np.einsum("btnk,bsnk->bnts", q, k) / np.sqrt(q.shape[-1])
-    if attention_mask is not None:
-        scores = np.where(attention_mask[:, None, :, :], scores, MASKED)
-    weights = softmax(scores)
-    context = np.einsum("bnts,bsnv->btnv", weights, v)
-    out = np.einsum("btnv,nve->bte", context, params["output_kernel"])
-    bias = params.get("output_bias")
-    return out if bias is None else out + bias
+def _ffn(parts, z, relu=True):
+    hidden = ops.dense(z, parts["ffn1"]["kernel"], parts["ffn1"].get("bias"), "relu" if relu else "linear")
+    return ops.dense(hidden, parts["ffn2"]["kernel"], parts["ffn2"].get("bias"))
 
 
-def encoder_variants(x, parts, attention_mask=None) -> dict[str, np.ndarray]:
-    """The post-norm encoder and the common ways of getting it wrong.
+def _attend(p, query, value, mask=None, causal=False):
+    return ops.attention(query, value, None, p, mask, causal, bool(p.get("zero_masked")))
 
-    ``parts`` holds ``attention`` (MHA params), ``norm1``/``norm2``
-    (gamma, beta, epsilon) and ``ffn1``/``ffn2`` (kernel, bias).
-    """
+
+def encoder_variants(x, parts, mask=None) -> dict:
+    """The post-norm encoder and the common ways of getting it wrong. ``mask`` is the attention
+    mask that reached the scores."""
 
     def norm(which, z):
-        p = parts[which]
-        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
-
-    def ffn(z, relu=True):
-        hidden = dense(z, parts["ffn1"]["kernel"], parts["ffn1"]["bias"], "relu" if relu else None)
-        return dense(hidden, parts["ffn2"]["kernel"], parts["ffn2"]["bias"])
+        return _norm(parts[which], z)
 
     def attend(z):
-        return attention(z, z, parts["attention"], attention_mask)
+        return _attend(parts["attention"], z, z, mask)
 
     h = norm("norm1", x + attend(x))
-    variants = {"post_norm": norm("norm2", h + ffn(h))}
-    variants["no_relu"] = norm("norm2", h + ffn(h, relu=False))
+    variants = {"post_norm": norm("norm2", h + _ffn(parts, h))}
+    variants["no_relu"] = norm("norm2", h + _ffn(parts, h, relu=False))
     h_no_res = norm("norm1", attend(x))
-    variants["no_attention_residual"] = norm("norm2", h_no_res + ffn(h_no_res))
-    variants["no_ffn_residual"] = norm("norm2", ffn(h))
-    variants["no_residuals"] = norm("norm2", ffn(h_no_res))
-    variants["input_residual_in_ffn"] = norm("norm2", x + ffn(h))
-    pre = x + attention(norm("norm1", x), norm("norm1", x), parts["attention"], attention_mask)
-    variants["pre_norm"] = pre + ffn(norm("norm2", pre))
+    variants["no_attention_residual"] = norm("norm2", h_no_res + _ffn(parts, h_no_res))
+    variants["no_ffn_residual"] = norm("norm2", _ffn(parts, h))
+    variants["no_residuals"] = norm("norm2", _ffn(parts, h_no_res))
+    variants["input_residual_in_ffn"] = norm("norm2", x + _ffn(parts, h))
+    normed = norm("norm1", x)
+    pre = x + _attend(parts["attention"], normed, normed, mask)
+    variants["pre_norm"] = pre + _ffn(parts, norm("norm2", pre))
     return variants
 
 
-def attention_block_variants(x, parts, attention_mask=None) -> dict[str, np.ndarray]:
+def attention_block_variants(x, parts, mask=None) -> dict:
     """norm(x + attention(x, x)) and the common ways of getting it wrong."""
-    p = parts["norm"]
 
     def norm(z):
-        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
+        return _norm(parts["norm"], z)
 
     def attend(z):
-        return attention(z, z, parts["attention"], attention_mask)
+        return _attend(parts["attention"], z, z, mask)
 
     return {
         "correct": norm(x + attend(x)),
         "no_residual": norm(attend(x)),
-        "no_norm": x + attend(x),
         "pre_norm": x + attend(norm(x)),
     }
 
 
-def decoder_variants(x, encoder, parts) -> dict[str, np.ndarray]:
-    """The post-norm decoder block (causal self-attention, cross-attention,
-    feed-forward) and the common ways of getting it wrong."""
+def decoder_variants(x, encoder, parts, self_mask=None, cross_mask=None, causal=True) -> dict:
+    """The post-norm decoder block (causal self-attention, cross-attention, feed-forward) and the
+    common ways of getting it wrong. ``self_mask``/``cross_mask`` are the masks that reached the
+    scores; with ``causal`` and no self mask, the causal mask alone."""
+    length = np.shape(x)[1]
+    lower = np.tril(np.ones((length, length), dtype=bool))[None]
+    if self_mask is None:
+        self_mask = lower if causal else None
 
     def norm(which, z):
-        p = parts[which]
-        return layer_norm(z, p["gamma"], p["beta"], p["epsilon"])
-
-    def ffn(z):
-        return dense(dense(z, parts["ffn1"]["kernel"], parts["ffn1"]["bias"], "relu"),
-                     parts["ffn2"]["kernel"], parts["ffn2"]["bias"])
-
-    length = x.shape[1]
-    causal = np.broadcast_to(np.tril(np.ones((length, length), dtype=bool)), (x.shape[0], length, length))
+        return _norm(parts[which], z)
 
     def block(causal_self=True, cross_query=None, cross_value=None, self_residual=True, cross_residual=True,
               ffn_residual=True):
-        a1 = attention(x, x, parts["attention_1"], causal if causal_self else None)
+        a1 = _attend(parts["attention_1"], x, x, self_mask if causal_self else None)
         h1 = norm("norm1", x + a1 if self_residual else a1)
         query = h1 if cross_query is None else cross_query
-        a2 = attention(query, encoder if cross_value is None else cross_value(h1), parts["attention_2"])
+        a2 = _attend(parts["attention_2"], query, encoder if cross_value is None else cross_value(h1), cross_mask)
         h2 = norm("norm2", h1 + a2 if cross_residual else a2)
-        return norm("norm3", h2 + ffn(h2) if ffn_residual else ffn(h2))
+        return norm("norm3", h2 + _ffn(parts, h2) if ffn_residual else _ffn(parts, h2))
 
     return {
         "correct": block(),
@@ -135,4 +108,20 @@ def decoder_variants(x, encoder, parts) -> dict[str, np.ndarray]:
         "no_self_residual": block(self_residual=False),
         "no_cross_residual": block(cross_residual=False),
         "no_ffn_residual": block(ffn_residual=False),
+    }
+
+
+def embedding_variants(tokens, parts) -> dict:
+    """Token embedding plus position embedding, and the common ways of getting it wrong."""
+    tokens = np.asarray(tokens)
+    length = tokens.shape[1]
+    tok, pos = parts["tokens"]["embeddings"], parts["positions"]["embeddings"]
+    rows = np.shape(pos)[0]
+    embedded = tok[tokens]
+    positions = pos[np.arange(length)][None]
+    return {
+        "correct": embedded + positions,
+        "tokens_only": embedded,
+        "positions_only": positions + 0.0 * embedded,
+        "positions_from_one": embedded + pos[np.arange(1, length + 1) % rows][None],
     }

@@ -1,10 +1,13 @@
-"""Plain-data descriptions of Keras layers and variables, by Keras class."""
+"""Plain-data descriptions of Keras layers and variables: what the checks' messages can name.
+
+Layers are described by the kind of Keras layer they are (``tracing.kind_of``:
+``isinstance``, so subclasses count) and the variables they own, by id. No
+values travel: the parent chose every weight's value itself.
+"""
 
 from __future__ import annotations
 
-import keras
-
-from .tracing import Registry, keras_class, to_numpy
+from .tracing import Registry, describe_call, keras_class, kind_of
 
 
 def describe_variable(variable, registry: Registry) -> dict:
@@ -13,72 +16,32 @@ def describe_variable(variable, registry: Registry) -> dict:
         "shape": [int(d) for d in variable.shape],
         "dtype": str(variable.dtype),
         "trainable": bool(variable.trainable),
-        "path": str(getattr(variable, "path", getattr(variable, "name", ""))),
+        "path": str(getattr(variable, "path", getattr(variable, "name", "")))[:200],
     }
 
 
-def describe_layer(layer, registry: Registry, values: bool = True) -> dict:
-    """The facts a check may need about one layer, found through Keras's public
-    attributes of its built-in class."""
-    kind = keras_class(layer)
+def describe_layer(layer, registry: Registry) -> dict:
+    """The facts a message may need about one layer."""
+    kind = kind_of(layer)
     record = {
-        "class": kind,
-        "python_class": type(layer).__name__,
+        "class": keras_class(layer),
+        "python_class": type(layer).__name__[:100],
+        "kind": kind,
         "trainable": bool(layer.trainable),
         "weights": [registry.variable(v) for v in layer.weights],
         "trainable_weights": [registry.variable(v) for v in layer.trainable_weights],
     }
-    if kind == "LayerNormalization":
-        record.update(
-            epsilon=float(layer.epsilon),
-            center=bool(layer.center),
-            scale=bool(layer.scale),
-            axis=_plain_axis(layer.axis),
-            gamma=_var(getattr(layer, "gamma", None), registry, values),
-            beta=_var(getattr(layer, "beta", None), registry, values),
-        )
-    elif kind == "Dense":
-        activation = keras.activations.serialize(layer.activation)
-        if isinstance(activation, dict):
-            activation = activation.get("config", {}).get("name", str(activation))
-        record.update(
-            units=int(layer.units),
-            activation=str(activation),
-            kernel=_var(getattr(layer, "kernel", None), registry, values),
-            bias=_var(getattr(layer, "bias", None), registry, values),
-        )
-    elif kind == "Embedding":
-        record.update(
-            input_dim=int(layer.input_dim),
-            output_dim=int(layer.output_dim),
-            mask_zero=bool(getattr(layer, "mask_zero", False)),
-            embeddings=_var(getattr(layer, "embeddings", None), registry, values),
-        )
-    elif kind == "MultiHeadAttention":
-        record.update(
-            num_heads=int(layer.num_heads),
-            key_dim=int(layer.key_dim),
-            value_dim=int(layer.value_dim) if layer.value_dim else int(layer.key_dim),
-            use_bias=bool(layer.use_bias),
-            dropout=float(layer.dropout),
-            gated=bool(getattr(layer, "_use_gate", False)),
-        )
-        for role in ("query", "key", "value", "output"):
-            dense = getattr(layer, f"_{role}_dense", None)
-            record[f"{role}_kernel"] = _var(getattr(dense, "kernel", None), registry, values)
-            record[f"{role}_bias"] = _var(getattr(dense, "bias", None), registry, values)
+    try:
+        params, constants = describe_call(layer, registry, kind, {})
+    except Exception:  # a half-built layer: describe what there is
+        params, constants = {}, {}
+    record["params"] = params
+    record.update({k: v for k, v in constants.items() if isinstance(v, (int, float, str, bool)) or v is None})
+    if kind == "embedding":
+        record["input_dim"] = int(getattr(layer, "input_dim", 0) or 0)
+        record["output_dim"] = int(getattr(layer, "output_dim", 0) or 0)
+        record["mask_zero"] = bool(getattr(layer, "mask_zero", False))
+    if kind == "norm":
+        record["center"] = bool(getattr(layer, "center", True))
+        record["scale"] = bool(getattr(layer, "scale", True))
     return record
-
-
-def _var(variable, registry: Registry, values: bool = True):
-    if variable is None:
-        return None
-    if not values:
-        return {"id": registry.variable(variable)}
-    return {"id": registry.variable(variable), "value": to_numpy(variable)}
-
-
-def _plain_axis(axis):
-    if isinstance(axis, (list, tuple)):
-        return [int(a) for a in axis]
-    return int(axis)

@@ -17,6 +17,8 @@ from .. import wire
 
 MAX_TEXT = 4000
 
+_GRADER_CHILD = os.path.dirname(os.path.realpath(__file__)) + os.sep
+
 # Bound once, before any student code runs, so patching os or json later changes nothing here.
 _write = os.write
 _read = os.read
@@ -113,12 +115,15 @@ class EvidenceStream:
                     {"line": frame.lineno, "function": frame.name, "code": (frame.line or "")[:200]}
                 )
         message = str(exc)
+        innermost = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         return {
             "type": type(exc).__name__,
             "message": _clean(message)[:MAX_TEXT],
             "student_frames": frames[-8:],
             "lineno": _int_or_none(getattr(exc, "lineno", None)),
             "offset": _int_or_none(getattr(exc, "offset", None)),
+            # raised by the grader's own code in the child, not by the student's nor by Keras on its behalf
+            "internal": bool(innermost) and os.path.realpath(innermost[0].filename).startswith(_GRADER_CHILD),
         }
 
 

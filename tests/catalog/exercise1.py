@@ -123,3 +123,52 @@ VARIANTS = [
               "positions = keras.ops.arange(0, self.sequence_length, 1)[:length]")),
     ),
 ]
+
+# --------------------------------------------------------------------------- tables found by what they do
+
+VARIANTS += [
+    Variant(
+        "reversible_embedding_for_tokens",
+        edit(("self.token_embeddings = layers.Embedding(input_dim=input_dim, output_dim=output_dim)",
+              "self.token_embeddings = keras.layers.ReversibleEmbedding(input_dim, output_dim)")),
+    ),
+    Variant(
+        "position_table_made_with_add_weight",
+        edit(
+            ("        self.position_embeddings = layers.Embedding(input_dim=sequence_length, output_dim=output_dim)\n",
+             "        self.position_table = self.add_weight(shape=(sequence_length, output_dim), name='positions')\n"),
+            ("embedded_positions = self.position_embeddings(positions)",
+             "embedded_positions = keras.ops.take(self.position_table, positions, axis=0)"),
+        ),
+    ),
+    Variant(
+        "keras_io_token_and_position_embedding",
+        edit(
+            ("""        length = keras.ops.shape(inputs)[-1]
+        positions = keras.ops.arange(0, length, 1)
+        embedded_tokens = self.token_embeddings(inputs)
+        embedded_positions = self.position_embeddings(positions)
+        return embedded_tokens + embedded_positions""",
+             """        maxlen = keras.ops.shape(inputs)[-1]
+        positions = keras.ops.arange(start=0, stop=maxlen, step=1)
+        positions = self.position_embeddings(positions)
+        x = self.token_embeddings(inputs)
+        return x + positions"""),
+        ),
+    ),
+]
+
+MISTAKES += [
+    Mistake(
+        "compute_mask_not_written",
+        edit(("""    def compute_mask(self, inputs, mask=None):
+        \"\"\"Return a boolean mask of shape (batch, seq): True where the token id is not 0.\"\"\"
+        ### BEGIN SOLUTION
+        return keras.ops.not_equal(inputs, 0)
+        ### END SOLUTION
+
+""", "")),
+        ("mask.values", "mask.functional"),
+        "compute_mask returned NoneType",
+    ),
+]

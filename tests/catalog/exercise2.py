@@ -60,7 +60,7 @@ MISTAKES = layer_api_mistakes(
         "ignored_mask",
         edit((ATTEND, "self.attention(inputs, inputs)")),
         ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
-        "received no mask",
+        "no mask reached MultiHeadAttention",
     ),
     Mistake(
         "wrong_mask_axis",
@@ -140,5 +140,27 @@ VARIANTS = [
         if mask is not None:
             """ + EXPAND + "\n", ""),
              (ATTEND, "self.attention(inputs, inputs, value_mask=mask)")),
+    ),
+]
+
+VARIANTS += [
+    Variant(
+        "attention_subclass_and_four_dimensional_mask",
+        edit(
+            ("self.attention = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)",
+             "self.attention = OwnAttention(num_heads=num_heads, key_dim=embed_dim)"),
+            (EXPAND, "attention_mask = mask[:, None, None, :]"),
+            ("class SelfAttentionBlock(", '''class OwnAttention(layers.MultiHeadAttention):
+    """Projections and attention called by hand, as keras-hub's attention layers do."""
+
+    def call(self, query, value, key=None, attention_mask=None, training=None):
+        key = value if key is None else key
+        output, _ = self._compute_attention(self._query_dense(query), self._key_dense(key),
+                                            self._value_dense(value), attention_mask, training)
+        return self._output_dense(output)
+
+
+class SelfAttentionBlock('''),
+        ),
     ),
 ]

@@ -107,7 +107,7 @@ class TiedNorm(_keras.layers.LayerNormalization):
         "ignored_mask",
         edit(("self.attention(inputs, inputs, attention_mask=mask)", "self.attention(inputs, inputs)")),
         ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
-        "received no mask",
+        "no mask reached MultiHeadAttention",
     ),
     Mistake(
         "inverted_mask",
@@ -324,5 +324,239 @@ VARIANTS = [
             ("proj_output = self.dense_proj(proj_input)",
              "proj_output = self.dropout_2(self.dense_proj(proj_input), training=training)"),
         ),
+    ),
+]
+
+# --------------------------------------------------------------------------- styles from outside the project
+# Each keeps the exercise's class name and signature and otherwise writes the layer the way a
+# well-known source does; every one must pass.
+
+GET_CONFIG = '''
+    def get_config(self):
+        config = super().get_config()
+        config.update({"embed_dim": self.embed_dim, "dense_dim": self.dense_dim, "num_heads": self.num_heads})
+        return config
+'''
+
+
+def _layer(body: str, prefix: str = "") -> str:
+    """A whole file: imports, any helper classes, then the encoder's class body."""
+    return ("import keras\nfrom keras import layers\nfrom keras import ops\n\n" + prefix +
+            "\n\nclass TransformerEncoder(layers.Layer):\n" + body + GET_CONFIG)
+
+
+KERAS_IO_BLOCK = _layer('''
+    def __init__(self, embed_dim, dense_dim, num_heads, rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
+        self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+        self.ffn = keras.Sequential([layers.Dense(dense_dim, activation="relu"), layers.Dense(embed_dim)])
+        self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
+        self.dropout1 = layers.Dropout(rate)
+        self.dropout2 = layers.Dropout(rate)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None, training=False):
+        attention_mask = None if mask is None else ops.expand_dims(mask, 1)
+        attn_output = self.att(inputs, inputs, attention_mask=attention_mask)
+        attn_output = self.dropout1(attn_output, training=training)
+        out1 = self.layernorm1(inputs + attn_output)
+        ffn_output = self.ffn(out1)
+        ffn_output = self.dropout2(ffn_output, training=training)
+        return self.layernorm2(out1 + ffn_output)
+''')
+
+TF_TUTORIAL_NESTED = _layer('''
+    def __init__(self, embed_dim, dense_dim, num_heads, dropout_rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
+        self.self_attention = GlobalSelfAttention(num_heads=num_heads, key_dim=embed_dim, dropout=dropout_rate)
+        self.ffn = FeedForward(embed_dim, dense_dim)
+        self.supports_masking = True
+
+    def call(self, x, mask=None):
+        x = self.self_attention(x, mask)
+        return self.ffn(x)
+''', prefix='''
+class BaseAttention(layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.mha = layers.MultiHeadAttention(**kwargs)
+        self.layernorm = layers.LayerNormalization()
+        self.add = layers.Add()
+
+
+class GlobalSelfAttention(BaseAttention):
+    def call(self, x, padding_mask=None):
+        attention_mask = None if padding_mask is None else padding_mask[:, None, :]
+        attn_output = self.mha(query=x, value=x, key=x, attention_mask=attention_mask)
+        x = self.add([x, attn_output])
+        return self.layernorm(x)
+
+
+class FeedForward(layers.Layer):
+    def __init__(self, d_model, dff, dropout_rate=0.1):
+        super().__init__()
+        self.seq = keras.Sequential([layers.Dense(dff, activation="relu"), layers.Dense(d_model),
+                                     layers.Dropout(dropout_rate)])
+        self.add = layers.Add()
+        self.layer_norm = layers.LayerNormalization()
+
+    def call(self, x):
+        x = self.add([x, self.seq(x)])
+        return self.layer_norm(x)
+''')
+
+KERAS_HUB_STYLE = _layer('''
+    def __init__(self, embed_dim, dense_dim, num_heads, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        self._self_attention_layer = CachedAttention(num_heads=self.num_heads, key_dim=self.embed_dim)
+        self._self_attention_layer.build(inputs_shape, inputs_shape)
+        self._self_attention_layer_norm = layers.LayerNormalization(epsilon=1e-05)
+        self._self_attention_layer_norm.build(inputs_shape)
+        self._self_attention_dropout = layers.Dropout(rate=0.0)
+        self._feedforward_layer_norm = layers.LayerNormalization(epsilon=1e-05)
+        self._feedforward_layer_norm.build(inputs_shape)
+        self._feedforward_intermediate_dense = layers.Dense(self.dense_dim, activation="relu")
+        self._feedforward_intermediate_dense.build(inputs_shape)
+        self._feedforward_output_dense = layers.Dense(self.embed_dim)
+        self._feedforward_output_dense.build(tuple(inputs_shape)[:-1] + (self.dense_dim,))
+        self._feedforward_dropout = layers.Dropout(rate=0.0)
+        self.built = True
+
+    def call(self, inputs, mask=None, training=None):
+        x = inputs
+        self_attention_mask = None
+        if mask is not None:
+            padding_mask = ops.cast(mask, "int32")
+            self_attention_mask = ops.cast(ops.expand_dims(padding_mask, axis=1), "int32")
+            self_attention_mask = ops.minimum(self_attention_mask, ops.ones_like(self_attention_mask))
+            self_attention_mask = ops.broadcast_to(
+                self_attention_mask, (ops.shape(x)[0], ops.shape(x)[1], ops.shape(x)[1]))
+        residual = x
+        x = self._self_attention_layer(query=x, value=x, attention_mask=self_attention_mask, training=training)
+        x = self._self_attention_dropout(x, training=training)
+        x = x + residual
+        x = self._self_attention_layer_norm(x)
+        residual = x
+        x = self._feedforward_intermediate_dense(x)
+        x = self._feedforward_output_dense(x)
+        x = self._feedforward_dropout(x, training=training)
+        x = x + residual
+        return self._feedforward_layer_norm(x)
+''', prefix='''
+class CachedAttention(layers.MultiHeadAttention):
+    """An attention subclass that, like keras-hub's, computes its own projections and never asks
+    MultiHeadAttention to combine masks: the mask reaches the scores through _compute_attention."""
+
+    def call(self, query, value, key=None, attention_mask=None, training=None):
+        if key is None:
+            key = value
+        query = self._query_dense(query)
+        key = self._key_dense(key)
+        value = self._value_dense(value)
+        attention_output, _ = self._compute_attention(query=query, key=key, value=value,
+                                                      attention_mask=attention_mask, training=training)
+        return self._output_dense(attention_output)
+''')
+
+COURSERA_STYLE = _layer('''
+    def __init__(self, embed_dim, dense_dim, num_heads, dropout_rate=0.1, layernorm_eps=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
+        self.mha = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim, dropout=dropout_rate)
+        self.ffn = keras.Sequential([layers.Dense(dense_dim, activation="relu"), layers.Dense(embed_dim)])
+        self.layernorm1 = layers.LayerNormalization(epsilon=layernorm_eps)
+        self.layernorm2 = layers.LayerNormalization(epsilon=layernorm_eps)
+        self.dropout_ffn = layers.Dropout(dropout_rate)
+        self.supports_masking = True
+
+    def call(self, x, mask=None, training=False):
+        attention_mask = None if mask is None else mask[:, None, :]
+        self_mha_output = self.mha(x, x, x, attention_mask=attention_mask, training=training)
+        skip_x_attention = self.layernorm1(x + self_mha_output)
+        ffn_output = self.ffn(skip_x_attention)
+        ffn_output = self.dropout_ffn(ffn_output, training=training)
+        return self.layernorm2(skip_x_attention + ffn_output)
+''')
+
+EINSUM_FFN = edit(
+    ('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )''', '''        self.dense_proj = keras.Sequential(
+            [
+                layers.EinsumDense("abc,cd->abd", output_shape=(None, dense_dim), bias_axes="d",
+                                   activation="relu"),
+                layers.EinsumDense("abd,de->abe", output_shape=(None, embed_dim), bias_axes="e"),
+            ]
+        )'''),
+)
+
+RAW_WEIGHT_FFN = edit(
+    ('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )''', ""),
+    ("        proj_output = self.dense_proj(proj_input)\n",
+     "        hidden = keras.ops.relu(keras.ops.matmul(proj_input, self.w1) + self.b1)\n"
+     "        proj_output = keras.ops.matmul(hidden, self.w2) + self.b2\n"),
+    ("    def call(self, inputs, mask=None):", '''    def build(self, input_shape):
+        self.w1 = self.add_weight(shape=(self.embed_dim, self.dense_dim), initializer="glorot_uniform")
+        self.b1 = self.add_weight(shape=(self.dense_dim,), initializer="zeros")
+        self.w2 = self.add_weight(shape=(self.dense_dim, self.embed_dim), initializer="glorot_uniform")
+        self.b2 = self.add_weight(shape=(self.embed_dim,), initializer="zeros")
+
+    def call(self, inputs, mask=None):'''),
+)
+
+VARIANTS += [
+    Variant("keras_io_transformer_block", KERAS_IO_BLOCK),
+    Variant("tf_tutorial_nested_layers_and_add", TF_TUTORIAL_NESTED),
+    Variant("keras_hub_style_attention_subclass", KERAS_HUB_STYLE),
+    Variant("coursera_style_keyword_mask", COURSERA_STYLE),
+    Variant("einsum_dense_feed_forward", EINSUM_FFN),
+    Variant("raw_weight_feed_forward", RAW_WEIGHT_FFN),
+    Variant("query_and_value_masks", edit(("self.attention(inputs, inputs, attention_mask=mask)",
+                                          "self.attention(inputs, inputs, query_mask=mask_2d, value_mask=mask_2d)"),
+                                         ("        if mask is not None:\n            mask = keras.ops.expand_dims(mask, axis=1)\n",
+                                          "        mask_2d = mask\n"))),
+    Variant("four_dimensional_mask", edit(("keras.ops.expand_dims(mask, axis=1)",
+                                          "mask[:, None, None, :]"))),
+]
+
+MISTAKES += [
+    Mistake(
+        "keras2_positional_mask",
+        edit(("self.attention(inputs, inputs, attention_mask=mask)", "self.attention(inputs, inputs, inputs, mask2d)"),
+             ("        if mask is not None:\n            mask = keras.ops.expand_dims(mask, axis=1)\n",
+              "        mask2d = mask\n")),
+        ("api.output_shape",),
+        "fourth positional argument is query_mask",
+    ),
+    Mistake(
+        "dropout_at_inference",
+        edit(("        self.supports_masking = True\n",
+              "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.5)\n"),
+             ("proj_output = self.dense_proj(proj_input)",
+              "proj_output = self.dropout(self.dense_proj(proj_input), training=True)")),
+        ("forward.post_norm",),
+        "Dropout",
+    ),
+    Mistake(
+        "dense_created_inside_call",
+        edit(("proj_output = self.dense_proj(proj_input)",
+              "proj_output = layers.Dense(self.embed_dim)(layers.Dense(self.dense_dim, activation='relu')(proj_input))")),
+        ("forward.post_norm", "weights.trainable_list"),
+        "created inside call()",
     ),
 ]

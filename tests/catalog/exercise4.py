@@ -56,7 +56,7 @@ MISTAKES = layer_api_mistakes(
         "not_causal",
         edit((CAUSAL, 'causal = keras.ops.ones((length, length), dtype="bool")')),
         ("mask.causal", "mask.self_attention_mask", "forward.decoder"),
-        "changing only target positions 2 and later",
+        "changing only target positions",
     ),
     Mistake(
         "cross_mask_from_the_target_like_the_book",
@@ -68,7 +68,7 @@ MISTAKES = layer_api_mistakes(
         "cross_mask_ignored",
         edit((CROSS_ATTEND, "crossed = self.attention_2(attended, encoder_outputs)")),
         ("mask.cross_attention_mask", "mask.encoder_padding_invariance"),
-        "received no mask",
+        "no mask reached MultiHeadAttention",
     ),
     Mistake(
         "cross_attention_over_the_decoder",
@@ -131,6 +131,132 @@ VARIANTS = [
              "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
             ("return self.layernorm_3(crossed + self.dense_proj(crossed))",
              "return self.layernorm_3(crossed + self.dropout(self.dense_proj(crossed), training=training))"),
+        ),
+    ),
+]
+
+# --------------------------------------------------------------------------- lengths and outside styles
+
+INIT_NORMS = "        self.layernorm_3 = layers.LayerNormalization()\n"
+
+MISTAKES += [
+    Mistake(
+        "causal_mask_built_once_in_build",
+        edit(
+            ("""        length = keras.ops.shape(inputs)[1]
+        """ + CAUSAL + """
+        self_mask = keras.ops.expand_dims(causal, axis=0)""",
+             """        self_mask = keras.ops.expand_dims(self.causal, axis=0)"""),
+            ("    def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):",
+             """    def build(self, inputs_shape, encoder_outputs_shape=None):
+        length = inputs_shape[1]
+        self.causal = keras.ops.tril(keras.ops.ones((length, length), dtype="bool"))
+
+    def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):"""),
+        ),
+        ("mask.lengths",),
+        "a target of 7 and a source of 4 positions",
+    ),
+    Mistake(
+        "causal_mask_from_the_static_shape",
+        edit(("length = keras.ops.shape(inputs)[1]", "length = inputs.shape[1]")),
+        ("mask.lengths",),
+        "keras.Input(shape=(None, embed_dim)) for both inputs",
+    ),
+]
+
+VARIANTS += [
+    Variant(
+        "tf_tutorial_nested_attention_layers",
+        """import keras
+from keras import layers
+from keras import ops
+
+
+class CausalSelfAttention(layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.mha = layers.MultiHeadAttention(**kwargs)
+        self.layernorm = layers.LayerNormalization()
+        self.add = layers.Add()
+
+    def call(self, x, padding=None):
+        mask = None if padding is None else padding[:, None, :]
+        attn_output = self.mha(query=x, value=x, key=x, attention_mask=mask, use_causal_mask=True)
+        return self.layernorm(self.add([x, attn_output]))
+
+
+class CrossAttention(layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.mha = layers.MultiHeadAttention(**kwargs)
+        self.layernorm = layers.LayerNormalization()
+        self.add = layers.Add()
+
+    def call(self, x, context, context_padding=None):
+        mask = None if context_padding is None else context_padding[:, None, :]
+        attn_output = self.mha(query=x, key=context, value=context, attention_mask=mask)
+        return self.layernorm(self.add([x, attn_output]))
+
+
+class FeedForward(layers.Layer):
+    def __init__(self, d_model, dff):
+        super().__init__()
+        self.seq = keras.Sequential([layers.Dense(dff, activation="relu"), layers.Dense(d_model),
+                                     layers.Dropout(0.1)])
+        self.add = layers.Add()
+        self.layer_norm = layers.LayerNormalization()
+
+    def call(self, x):
+        return self.layer_norm(self.add([x, self.seq(x)]))
+
+
+class TransformerDecoder(layers.Layer):
+    def __init__(self, embed_dim, dense_dim, num_heads, **kwargs):
+        super().__init__(**kwargs)
+        self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
+        self.causal_self_attention = CausalSelfAttention(num_heads=num_heads, key_dim=embed_dim, dropout=0.1)
+        self.cross_attention = CrossAttention(num_heads=num_heads, key_dim=embed_dim, dropout=0.1)
+        self.ffn = FeedForward(embed_dim, dense_dim)
+        self.supports_masking = True
+
+    def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):
+        x = self.causal_self_attention(inputs, inputs_mask)
+        x = self.cross_attention(x, encoder_outputs, encoder_outputs_mask)
+        return self.ffn(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"embed_dim": self.embed_dim, "dense_dim": self.dense_dim, "num_heads": self.num_heads})
+        return config
+""",
+    ),
+    Variant(
+        "keras_hub_style_merged_masks",
+        edit(
+            ("""        length = keras.ops.shape(inputs)[1]
+        """ + CAUSAL + """
+        self_mask = keras.ops.expand_dims(causal, axis=0)
+        if inputs_mask is not None:
+            padding = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
+            self_mask = keras.ops.logical_and(self_mask, padding)
+        cross_mask = None
+        if encoder_outputs_mask is not None:
+            cross_mask = keras.ops.expand_dims(keras.ops.cast(encoder_outputs_mask, "bool"), axis=1)
+""", """        batch, length = keras.ops.shape(inputs)[0], keras.ops.shape(inputs)[1]
+        source = keras.ops.shape(encoder_outputs)[1]
+        i = keras.ops.expand_dims(keras.ops.arange(length), 1)
+        j = keras.ops.arange(length)
+        causal = keras.ops.cast(keras.ops.greater_equal(i, j), "int32")
+        self_mask = keras.ops.broadcast_to(causal[None], (batch, length, length))
+        if inputs_mask is not None:
+            padding = keras.ops.cast(keras.ops.expand_dims(inputs_mask, 1), "int32")
+            self_mask = keras.ops.minimum(self_mask, padding)
+        cross_mask = None
+        if encoder_outputs_mask is not None:
+            cross_mask = keras.ops.broadcast_to(
+                keras.ops.cast(keras.ops.expand_dims(encoder_outputs_mask, 1), "int32"), (batch, length, source))
+"""),
         ),
     ),
 ]

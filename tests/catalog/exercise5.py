@@ -28,7 +28,7 @@ MISTAKES = [
         "two_class_softmax",
         edit((OUTPUT, 'outputs = layers.Dense(2, activation="softmax")(x)')),
         ("api.model",),
-        "probabilities of shape (64, 1)",
+        "probabilities of shape (8, 1)",
     ),
     Mistake(
         "no_encoder",
@@ -48,13 +48,13 @@ MISTAKES = [
               "x = PositionalEmbedding(sequence_length, vocab_size, embed_dim)(inputs)\n"
               "    x = layers.Lambda(lambda t: t * 2.0)(x)")),
         ("mask.end_to_end", "mask.padding_invariance"),
-        "the encoder's attention received no mask",
+        "no mask reached the encoder's attention",
     ),
     Mistake(
         "frozen_model",
         edit((RETURN, "model = keras.Model(inputs, outputs)\n    model.trainable = False\n    return model")),
         ("gradients.training",),
-        "binary cross-entropy went from",
+        "no trainable weights",
     ),
     Mistake(
         "unregistered_custom_layer",
@@ -84,5 +84,15 @@ VARIANTS = [
     Variant(
         "two_stacked_encoders",
         edit((ENCODE, ENCODE + "\n    " + ENCODE)),
+    ),
+]
+
+VARIANTS += [
+    Variant(
+        "keras_io_head_compiled_with_metrics",
+        edit((OUTPUT, 'x = layers.Dense(20, activation="relu")(x)\n    x = layers.Dropout(0.1)(x)\n    ' + OUTPUT),
+             (RETURN, "model = keras.Model(inputs, outputs)\n"
+                      '    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])\n'
+                      "    return model")),
     ),
 ]

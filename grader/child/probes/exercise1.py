@@ -27,21 +27,23 @@ def run(cls, job: dict, stream, scratch: str) -> None:
     forward_ok = phases.traced_forward(stream, layer, registry, plain)
 
     with stream.phase("mask") as data:
-        data["mask"] = phases.tensor(layer.compute_mask(tokens))
+        # by position, as Keras itself calls it: a layer without its own compute_mask has Layer's
+        # compute_mask(inputs, previous_mask), which gives the previous mask (here none)
+        data["mask"] = phases.tensor(layer.compute_mask(tokens, None))
         data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
 
     with stream.phase("functional") as data:
+        # the mask must follow the output symbolically, to a pooling layer that uses it
         inputs = keras.Input(shape=(None,), dtype="int32")
-        outputs = layer(inputs)
-        symbolic_mask = getattr(outputs, "_keras_mask", None)
+        embedded = layer(inputs)
+        symbolic_mask = getattr(embedded, "_keras_mask", None)
         data["symbolic_mask_shape"] = None if symbolic_mask is None else [
             None if d is None else int(d) for d in symbolic_mask.shape]
-        model = keras.Model(inputs, outputs)
-        data["output"] = phases.tensor(model(tokens, training=False))
-        data["eager_output"] = phases.tensor(layer(tokens))
+        model = keras.Model(inputs, keras.layers.GlobalAveragePooling1D()(embedded))
+        phases.observe(data, model, registry, lambda model: model(tokens, training=False))
+        data.pop("_output", None)
 
     phases.config_round_trip(stream, layer, plain)
     phases.saving(stream, layer, scratch, [((tokens.shape[1],), "int32")], [tokens])
     if forward_ok:
-        phases.gradients(stream, layer, registry, plain, np.asarray(job["loss_weights"], "float32"),
-                         job["optimizer_steps"])
+        phases.gradients(stream, layer, registry, plain, job)

@@ -1,8 +1,11 @@
-"""Phases shared by the probes of layer exercises.
+"""Phases shared by the probes: building the layer, taking the parent's numbers, observing calls.
 
-Each takes the layer and a ``call(layer)`` function that runs it on the job's
-inputs, so one implementation serves layers with one input (the encoder) or
-two (the decoder).
+A probe constructs the student's layer, builds it on a public warm-up input
+and reports its variables; the parent answers with the secret inputs and a
+value for every weight, which are set into the layer. Then each phase
+*observes* calls of the layer: the call's output and its trace (every Keras
+layer it ran, with tensors; ``tracing``). Nothing here decides anything: the
+parent replays the observations with its own numbers.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import numpy as np
 
 from ..describe import describe_layer, describe_variable
-from ..tracing import CallTracer, Registry, to_numpy
+from ..tracing import CallTracer, Registry, array, to_numpy
 
 LAYER_NAME = "layer_under_test"
 
@@ -21,6 +24,8 @@ LAYER_NAME = "layer_under_test"
 def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
     """Every phase for a layer that maps (batch, seq, embed_dim) to the same shape and
     takes a (batch, seq) padding mask: the self-attention block and the encoder."""
+    import keras
+
     registry = Registry()
     layer = construct(stream, cls, job["constructor_arguments"])
     if layer is None:
@@ -37,15 +42,20 @@ def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
         return layer(x, training=False)
 
     forward_ok = traced_forward(stream, layer, registry, plain)
-    traced_masked(
-        stream, layer, registry,
-        lambda layer: layer(x, mask=mask, training=False),
-        {"output_perturbed": lambda layer: layer(x_perturbed, mask=mask, training=False)},
-    )
+    with stream.phase("mask") as data:
+        observe(data, layer, registry, lambda layer: layer(x, mask=mask, training=False))
+        output = data.pop("_output")
+        data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
+        data["output_mask"] = tensor(getattr(output, "_keras_mask", None))  # what Keras passes on
+        # what a next layer that uses masks computes from this output: a masked average over real positions
+        data["pooled"] = tensor(keras.layers.GlobalAveragePooling1D()(output))
+    with stream.phase("mask_perturbed") as data:
+        observe(data, layer, registry, lambda layer: layer(x_perturbed, mask=mask, training=False))
+        data.pop("_output", None)
     config_round_trip(stream, layer, plain)
     saving(stream, layer, scratch, [(x.shape[1:], "float32")], [x])
     if forward_ok:
-        gradients(stream, layer, registry, plain, np.asarray(job["loss_weights"], "float32"), job["optimizer_steps"])
+        gradients(stream, layer, registry, plain, job)
 
 
 def construct(stream, cls, sizes: dict):
@@ -89,8 +99,7 @@ def receive_secrets(stream, layer, registry: Registry, build, job: dict) -> dict
     with stream.phase("variables") as data:
         build(layer)
         data["variables"] = [describe_variable(v, registry) for v in layer.weights]
-        data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry, values=False)
-                          for sub in _sublayers(layer)}
+        data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry) for sub in sublayers(layer)}
         built = True
     if not built:
         return None
@@ -113,45 +122,39 @@ def receive_secrets(stream, layer, registry: Registry, build, job: dict) -> dict
     return dict(job, **{k: v for k, v in secrets.items() if k != "values"})
 
 
-def _sublayers(layer) -> list:
+def sublayers(layer) -> list:
     try:
         return list(layer._flatten_layers(include_self=False))
     except Exception:
         return []
 
 
-def traced_forward(stream, layer, registry: Registry, call) -> bool:
-    """Run ``call`` once to build, then trace it: output, layer calls, variables."""
-    ok = False
-    with stream.phase("forward") as data:
-        call(layer)  # builds the layer, so the traced call shows only the computation
-        tracer = CallTracer(layer, registry)
+def observe(data: dict, layer, registry: Registry, call) -> None:
+    """Run ``call(layer)`` under the tracer: data["observation"] gets the trace (kept even if the
+    call raises) and the output; data["_output"] the output itself, for the probe."""
+    tracer = CallTracer(layer, registry)
+    observation = {"trace": tracer.events}
+    data["observation"] = observation
+    try:
         with tracer:
             output = call(layer)
-        data["output"] = tensor(output)
-        data["events"] = tracer.events
-        data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry) for sub in registry.layers}
+    finally:
+        observation["trace"] = tracer.events
+    observation["output"] = tensor(output)
+    data["_output"] = output
+
+
+def traced_forward(stream, layer, registry: Registry, call) -> bool:
+    """Observe the plain call; describe the layers it ran and the layer's variables."""
+    ok = False
+    with stream.phase("forward") as data:
+        observe(data, layer, registry, call)
+        data.pop("_output", None)
+        data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry) for sub in sublayers(layer)}
         data["variables"] = [describe_variable(v, registry) for v in layer.weights]
         data["trainable"] = [registry.variable(v) for v in layer.trainable_weights]
         ok = True
     return ok
-
-
-def traced_masked(stream, layer, registry: Registry, call, perturbed_calls: dict, phase: str = "mask") -> None:
-    """Trace a masked call (keeping what reached attention even if it raises), then
-    run the same call on inputs whose padded or future positions were changed."""
-    with stream.phase(phase) as data:
-        tracer = CallTracer(layer, registry)
-        try:
-            with tracer:
-                output = call(layer)
-        finally:
-            data["events"] = [e for e in tracer.events if e["class"] == "MultiHeadAttention"]
-        data["output"] = tensor(output)
-        data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
-        data["output_mask"] = tensor(getattr(output, "_keras_mask", None))  # what Keras passes on
-        for name, perturbed in perturbed_calls.items():
-            data[name] = tensor(perturbed(layer))
 
 
 def config_round_trip(stream, layer, call) -> None:
@@ -191,11 +194,12 @@ def saving(stream, layer, scratch: str, input_specs: list[tuple], arrays: list[n
         data["after"] = tensor(loaded(feed, training=False))
 
 
-def gradients(stream, layer, registry: Registry, call, loss_weights: np.ndarray, steps: int) -> None:
-    """Gradients of a seeded loss for every trainable variable, then a few SGD steps."""
-    import keras
+def gradients(stream, layer, registry: Registry, call, job: dict) -> None:
+    """Gradients of the parent's loss (the output weighted by its secret loss weights) for every
+    trainable variable, then the values after a few plain SGD steps."""
     import tensorflow as tf
 
+    loss_weights = np.asarray(job["loss_weights"], "float32")
     with stream.phase("gradients") as data:
         variables = list(layer.trainable_weights)
         data["variables"] = [registry.variable(v) for v in variables]
@@ -207,13 +211,14 @@ def gradients(stream, layer, registry: Registry, call, loss_weights: np.ndarray,
 
         gradients = loss_and_gradients()
         data["gradients"] = [None if g is None else to_numpy(_dense(g)) for g in gradients]
-        optimizer = keras.optimizers.SGD(learning_rate=0.05)
-        for step in range(steps):
+        rate = float(job["learning_rate"])
+        for step in range(int(job["optimizer_steps"])):
             if step:
                 gradients = loss_and_gradients()
-            pairs = [(g, v) for g, v in zip(gradients, variables) if g is not None]
-            optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
-        data["after_steps"] = {str(registry.variable(v)): to_numpy(v) for v in layer.weights}
+            for gradient, variable in zip(gradients, variables):
+                if gradient is not None:
+                    variable.assign_sub(rate * tf.cast(tf.convert_to_tensor(_dense(gradient)), variable.dtype))
+        data["after_steps"] = {str(registry.variable(v)): to_numpy(v) for v in variables}
 
 
 def _dense(gradient):
@@ -227,12 +232,7 @@ def _dense(gradient):
 def tensor(value):
     """An output as a plain numeric array, or a description of what it was instead.
     Whatever the object claims about itself, only its numbers travel on."""
-    if isinstance(value, (list, tuple, dict)) or value is None:
+    result = array(value)
+    if result is None:
         return {"not_a_tensor": type(value).__name__}
-    try:
-        array = np.array(to_numpy(value), copy=True, subok=False)
-    except Exception:
-        return {"not_a_tensor": type(value).__name__}
-    if array.dtype.kind not in "biuf" or type(array) is not np.ndarray:
-        return {"not_a_tensor": type(value).__name__}
-    return array
+    return result
