@@ -13,7 +13,9 @@ shape ``(batch, seq, embed_dim)`` into a batch of the same shape:
 ``call(inputs, mask=None)`` receives a padding mask of shape ``(batch, seq)``
 (True for real tokens, False for padding). ``MultiHeadAttention`` expects an
 attention mask it can broadcast to ``(batch, queries, keys)``: turn the one
-into the other so that no position attends to padding.
+into the other so that no position attends to padding. Set
+``self.supports_masking = True`` so that Keras 3 passes the mask on to the
+layer after yours.
 
 ``get_config`` must let Keras rebuild the layer: ``from_config`` and
 ``.keras`` files depend on it.

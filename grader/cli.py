@@ -77,7 +77,9 @@ def _grade_parser() -> argparse.ArgumentParser:
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="repeat a run's inputs and weight values (default: a fresh secret seed per run, "
+                             "shown in the report)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="wall-clock limit for running each submission (default 120)")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
