@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import exercises
 from .sandbox import Child, ChildRun
-from .submission import SubmissionError, read_source
+from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 
 DEFAULT_SEED = None  # a fresh secret seed for every run
@@ -57,11 +57,13 @@ class Grading:
         }
         self.child = None
         self.early_error: str | None = None
+        self.source = Source("")
         try:
-            source = read_source(self.path)
+            self.source = read_submission(self.path)
         except SubmissionError as exc:
             self.early_error = str(exc)
             return
+        source = self.source.text
         self.job = dict(
             inputs.public_job(self.exercise),
             exercise=self.exercise.id,
@@ -103,11 +105,12 @@ class Grading:
         from .checks.evidence import Evidence
         from .checks.plugin import run_checks
 
-        evidence = Evidence(self.child, exercise.prerequisites, self.job, lambda: self.secrets)
+        evidence = Evidence(self.child, exercise.prerequisites, self.job, lambda: self.secrets,
+                            prepare=(lambda run: _name_cells(run, self.source)) if self.source.cells else None)
         try:
             checks = run_checks(exercise.checks, evidence)
         finally:
-            run = self.child.wait()
+            run = evidence.run
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
         if runtime and runtime.get("ok") and isinstance(runtime.get("data"), dict):
@@ -153,6 +156,19 @@ def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2):
         yield grading.exercise.id, grading.path, grading.finish()
 
 
+def _name_cells(run: ChildRun, source: Source) -> None:
+    """For a notebook: say in which code cell each line of an error is."""
+    for record in run.phases.values():
+        error = record.get("error") if isinstance(record, dict) else None
+        if not isinstance(error, dict):
+            continue
+        for frame in error.get("student_frames") or []:
+            if isinstance(frame, dict):
+                frame["where"] = source.where(frame.get("line"))
+        if isinstance(error.get("lineno"), int):
+            error["where"] = source.where(error["lineno"])
+
+
 def _ungradable(run: ChildRun, exercise) -> str | None:
     """Why the submission could not be graded at all, or None."""
     from .checks.evidence import describe_death, format_student_error
@@ -178,7 +194,8 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
     if not load.get("ok"):
         error = load.get("error") or {}
         if error.get("type") in ("SyntaxError", "IndentationError", "TabError"):
-            where = f" at line {error.get('lineno')}, column {error.get('offset')}" if error.get("lineno") else ""
+            place = error.get("where") or f"line {error.get('lineno')}"
+            where = f" at {place}, column {error.get('offset')}" if error.get("lineno") else ""
             return f"Your file has a {error['type']}{where}: {error.get('message', '').splitlines()[0] if error.get('message') else ''}"
         return format_student_error("Importing your file raised an error", error)
     data = load.get("data") or {}

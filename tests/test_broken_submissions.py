@@ -142,3 +142,35 @@ def test_endless_call_times_out_its_checks_and_keeps_the_rest(tmp_path):
     assert statuses["config.from_config"] == "timeout"
     assert verdict.score < verdict.max_score
     assert json.dumps(verdict.to_json())
+
+
+def test_notebook_is_graded_as_nbgrader_runs_it_and_errors_name_the_cell(tmp_path):
+    """Every code cell that is not a test cell, in order: a helper in its own cell works; an error
+    names the code cell and the line in it."""
+    import nbformat
+
+    helper = "import keras\n\n\ndef expand(mask):\n    return keras.ops.expand_dims(mask, axis=1)\n"
+    answer = SOLUTION.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand(mask)")
+    test_cell = nbformat.v4.new_code_cell("assert False, 'a test cell is not part of the answer'")
+    test_cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "tests", "locked": True,
+                                      "points": 1, "schema_version": 3, "task": False}
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Exercise 3"), nbformat.v4.new_code_cell("%matplotlib inline"),
+                      nbformat.v4.new_code_cell(helper), nbformat.v4.new_code_cell(answer), test_cell]
+    path = tmp_path / "exercise3.ipynb"
+    nbformat.write(notebook, path)
+    broken = tmp_path / "broken.ipynb"
+    notebook.cells[3] = nbformat.v4.new_code_cell(answer.replace(
+        "proj_output = self.dense_proj(proj_input)", "proj_output = self.dense_proj(proj_input) + missing_name"))
+    nbformat.write(notebook, broken)
+    works, fails = grade("exercise3", path), grade("exercise3", broken)
+    assert works.status == "passed", [c.message for c in works.checks if c.status != "passed"]
+    failure = next(c for c in fails.checks if c.status == "failed")
+    assert "NameError" in failure.message and "code cell 3, line" in failure.message
+
+
+def test_notebook_cell_source_that_is_not_text_is_unreadable_not_a_crash(tmp_path):
+    path = tmp_path / "odd.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1", 5], "metadata": {}}]}))
+    verdict = Grading("exercise3", path, runner=lambda *a, **k: (_ for _ in ()).throw(AssertionError)).finish()
+    assert verdict.status == "error" and "code cell 1" in verdict.error

@@ -59,10 +59,12 @@ def _array(record: dict) -> np.ndarray:
 class Evidence:
     """The evidence of one child run, for one exercise."""
 
-    def __init__(self, run, prerequisites: dict[str, tuple[str, str]], job: dict, secrets=None):
+    def __init__(self, run, prerequisites: dict[str, tuple[str, str]], job: dict, secrets=None, prepare=None):
         """``run`` is a ChildRun, or a running sandbox.Child to wait for on first use;
-        ``secrets()`` gives the secret part of the job the parent chose (once the child is done)."""
+        ``secrets()`` gives the secret part of the job the parent chose (once the child is done);
+        ``prepare(run)`` is applied once to the finished run (a notebook's cell names)."""
         self._run = run
+        self._prepare = prepare
         self._public_job = job
         self._secrets = secrets
         self._prerequisites = prerequisites
@@ -80,6 +82,8 @@ class Evidence:
     def run(self) -> ChildRun:
         if not isinstance(self._run, ChildRun):
             self._run = self._run.wait()
+            if self._prepare is not None:
+                self._prepare(self._run)
         return self._run
 
     def phase(self, name: str, check_id: str = "") -> dict:
@@ -159,7 +163,8 @@ def internal_error_message(phase: str, error: dict) -> str:
 def format_student_error(headline: str, error: dict) -> str:
     lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(error.get('message', ''))}"]
     for frame in error.get("student_frames") or []:
-        lines.append(f"  at line {frame.get('line')}, in {frame.get('function')}: {frame.get('code', '').strip()}")
+        place = frame.get("where") or f"line {frame.get('line')}"
+        lines.append(f"  at {place}, in {frame.get('function')}: {str(frame.get('code', '')).strip()}")
     if _out_of_memory(error):
         lines.append("That is the memory limit of the grading process (--memory): look for a tensor far "
                      "larger than the layer needs.")
