@@ -64,6 +64,9 @@ class Grading:
             self.early_error = str(exc)
             return
         source = self.source.text
+        self.early_error = syntax_problem(source, self.path, self.source)
+        if self.early_error:
+            return  # found without running anything: no child, no TensorFlow
         self.job = dict(
             inputs.public_job(self.exercise),
             exercise=self.exercise.id,
@@ -154,6 +157,27 @@ def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2):
             pending.append(Grading(exercise_id, submission, settings))
         grading = pending.pop(0)
         yield grading.exercise.id, grading.path, grading.finish()
+
+
+def syntax_problem(text: str, path: Path, source: Source) -> str | None:
+    """A syntax error in the submission, found by compiling it (nothing runs): where it is, the
+    line itself and a caret under the place, or None."""
+    try:
+        compile(text, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line = exc.lineno or 0
+        place = source.where(line) if source.cells else f"line {line}"
+        lines = text.splitlines()
+        code = lines[line - 1] if 0 < line <= len(lines) else ""
+        shown = code.expandtabs(4)
+        column = max(1, min(exc.offset or 1, len(shown) + 1))
+        kind = type(exc).__name__
+        message = (exc.msg or "invalid syntax").strip()
+        return (f"Your file {path.name} has a {kind} at {place}, column {column}: {message}.\n"
+                f"    {shown.rstrip()}\n    {' ' * (column - 1)}^")
+    except (ValueError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        return f"Your file {path.name} cannot be read as Python ({exc})."
+    return None
 
 
 def _name_cells(run: ChildRun, source: Source) -> None:

@@ -32,7 +32,6 @@ TOPIC_TITLES = {
 
 def render(verdict: Verdict) -> RenderableType:
     parts: list[RenderableType] = [header(verdict)]
-    shown_messages: set[str] = set()
     if verdict.status == "error":
         parts.append(
             Panel(
@@ -43,10 +42,12 @@ def render(verdict: Verdict) -> RenderableType:
             )
         )
     else:
+        caused = caused_by(verdict.checks)
+        shown = Shown()
         for topic in TOPICS:
-            checks = [c for c in verdict.checks if c.topic == topic]
+            checks = [c for c in verdict.checks if c.topic == topic and not _collapsed(c, caused)]
             if checks:
-                parts.append(topic_table(topic, checks, shown_messages))
+                parts.append(topic_table(topic, checks, shown, caused))
     if verdict.context.get("output"):
         parts.append(
             Panel(Text(verdict.context["output"], style="dim"), title="What your code printed",
@@ -76,41 +77,80 @@ def header(verdict: Verdict) -> RenderableType:
     return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
 
 
-def topic_table(topic: str, checks, shown_messages: set[str]) -> RenderableType:
-    """One topic's checks; a skip reason already shown above is not repeated."""
-    table = Table(
-        title=TOPIC_TITLES.get(topic, topic),
-        title_justify="left",
-        title_style="bold",
-        show_header=False,
-        expand=True,
-        box=None,
-        padding=(0, 1),
-    )
-    table.add_column("status", width=2, no_wrap=True)
-    table.add_column("check", ratio=1)
-    table.add_column("points", justify="right", no_wrap=True)
+def caused_by(checks) -> dict[str, list]:
+    """Checks that could not run, grouped under the check whose failure explains them (followed
+    through chains: a check skipped because of a skipped check goes to the root)."""
+    by_id = {c.id: c for c in checks}
+    groups: dict[str, list] = {}
+    for check in checks:
+        root, seen = check.cause, set()
+        while root in by_id and by_id[root].cause and root not in seen:
+            seen.add(root)
+            root = by_id[root].cause
+        if check.status == "skipped" and root in by_id and by_id[root].status != "passed":
+            groups.setdefault(root, []).append(check)
+    return groups
+
+
+def _collapsed(check, caused: dict) -> bool:
+    return any(check in group for group in caused.values())
+
+
+class Shown:
+    """What the report already said: a repeated skip reason or explanation is not said again."""
+
+    def __init__(self):
+        self.skips: set[str] = set()
+        self.why: dict[str, str] = {}
+
+
+def topic_table(topic: str, checks, shown: Shown, caused: dict | None = None) -> RenderableType:
+    """One topic's checks: a row each (status, title, id — never wrapped — and points), and under a
+    check that did not pass, its message and the checks it kept from running, across the full width."""
+    from rich.padding import Padding
+
+    caused = caused or {}
+    parts: list[RenderableType] = [Text(TOPIC_TITLES.get(topic, topic), style="bold")]
     for c in checks:
         symbol, style = STATUS_STYLE.get(c.status, ("?", "white"))
-        title = Text(c.title)
-        title.append(f"  {c.id}", style="dim")
-        table.add_row(Text(symbol, style=style), title, Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
-        if c.status == "passed" or not c.message:
-            continue
-        if c.status == "skipped":
-            if c.message not in shown_messages:
-                table.add_row("", Text(c.message, style="dim"), "")
-            shown_messages.add(c.message)
-        else:
-            table.add_row("", message_text(c.message, style), "")
-    return table
+        row = Table.grid(expand=True, padding=(0, 1))
+        row.add_column(width=1, no_wrap=True)
+        row.add_column(ratio=1)
+        row.add_column(no_wrap=True, style="dim")
+        row.add_column(justify="right", no_wrap=True)
+        row.add_row(Text(symbol, style=style), Text(c.title), c.id,
+                    Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
+        parts.append(Padding(row, (0, 0, 0, 1)))
+        if c.status != "passed" and c.message:
+            if c.status == "skipped":
+                if c.message not in shown.skips:
+                    parts.append(Padding(Text(c.message, style="dim"), (0, 0, 0, 4)))
+                shown.skips.add(c.message)
+            else:
+                parts.append(Padding(message_text(c.message, style, shown, c.id), (0, 0, 0, 4)))
+        if caused.get(c.id):
+            group = caused[c.id]
+            lost = sum(g.max_points for g in group)
+            names = ", ".join(g.id for g in group)
+            parts.append(Padding(Text(f"Not checked because of this ({len(group)} check(s), {_num(lost)} "
+                                      f"point(s)): {names}.", style="dim"), (0, 0, 0, 4)))
+    return Group(*parts)
 
 
-def message_text(message: str, style: str) -> Text:
+def message_text(message: str, style: str, shown: Shown | None = None, check_id: str = "") -> Text:
+    """A check's message, labels in bold; an explanation already given above is referred to."""
     text = Text()
-    for index, line in enumerate(message.splitlines()):
+    lines = message.splitlines()
+    for index, line in enumerate(lines):
         if index:
             text.append("\n")
+        if line.startswith("Why it matters:") and shown is not None:
+            why = line[len("Why it matters:"):].strip()
+            if why in shown.why:
+                text.append("Why it matters:", style="bold")
+                text.append(f" see {shown.why[why]} above.")
+                continue
+            shown.why[why] = check_id
         for label in ("Observed:", "Expected:", "Why it matters:"):
             if line.startswith(label):
                 text.append(label, style=f"bold {style}" if label == "Observed:" else "bold")

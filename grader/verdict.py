@@ -6,7 +6,7 @@ statuses, topics and exit codes here are stable.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 TOPICS = ("api", "weights", "gradients", "config", "mask", "forward")
 CHECK_STATUSES = ("passed", "failed", "error", "timeout", "skipped")
@@ -25,6 +25,12 @@ class CheckResult:
     points: float
     max_points: float
     message: str
+    # the check whose failure kept this one from running (for the report; not part of the JSON contract)
+    cause: str | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "topic": self.topic, "status": self.status,
+                "points": self.points, "max_points": self.max_points, "message": self.message}
 
 
 @dataclass
@@ -51,7 +57,7 @@ class Verdict:
             "score": self.score,
             "max_score": self.max_score,
             "error": self.error,
-            "checks": [asdict(check) for check in self.checks],
+            "checks": [check.to_json() for check in self.checks],
         }
 
 

@@ -174,3 +174,29 @@ def test_notebook_cell_source_that_is_not_text_is_unreadable_not_a_crash(tmp_pat
     path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1", 5], "metadata": {}}]}))
     verdict = Grading("exercise3", path, runner=lambda *a, **k: (_ for _ in ()).throw(AssertionError)).finish()
     assert verdict.status == "error" and "code cell 1" in verdict.error
+
+
+def test_syntax_error_is_found_without_running_anything_and_shows_the_line(tmp_path):
+    path = tmp_path / "exercise3.py"
+    path.write_text("import keras\n\nclass TransformerEncoder(keras.layers.Layer):\n    def call(self, x:\n"
+                    "        return x\n", encoding="utf-8")
+
+    def no_child(*_args, **_kwargs):
+        raise AssertionError("a child was started for a file that does not compile")
+
+    verdict = Grading("exercise3", path, runner=no_child).finish()
+    assert verdict.status == "error" and verdict.exit_code == 2
+    assert "exercise3.py has a SyntaxError at line 4, column 13" in verdict.error
+    assert "    def call(self, x:\n" in verdict.error and verdict.error.endswith("^")
+    assert "submission.py" not in verdict.error
+
+
+def test_syntax_error_in_a_notebook_names_the_cell(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import keras"), nbformat.v4.new_code_cell("x = (1,\ny = 2")]
+    path = tmp_path / "exercise3.ipynb"
+    nbformat.write(notebook, path)
+    verdict = Grading("exercise3", path, runner=lambda *a, **k: (_ for _ in ()).throw(AssertionError)).finish()
+    assert verdict.status == "error" and "at code cell 2, line 1" in verdict.error

@@ -81,3 +81,76 @@ def test_verdict_json_keeps_the_contract_fields_only():
     verdict = summarise("exercise3", "x.py", [check("api.constructor", "passed")], CONTEXT)
     assert set(verdict.to_json()) == {"exercise", "submission", "status", "score", "max_score", "error", "checks"}
     assert isinstance(verdict, Verdict) and verdict.exit_code == 0
+
+
+def test_checks_a_failure_kept_from_running_are_one_line_under_it():
+    crash = "Your code raised ValueError when first called:\n  ValueError: boom\n  at line 9, in call: x = y"
+    verdict = summarise("exercise3", "x.py", [
+        check("api.output_shape", "failed", message=crash),
+        CheckResult("weights.two_norms", "title of weights.two_norms", "weights", "skipped", 0, 2,
+                    "Not checked: your code raised ValueError (see check api.output_shape).", "api.output_shape"),
+        CheckResult("mask.masks_keys", "title of mask.masks_keys", "mask", "skipped", 0, 2,
+                    "Not checked: your code raised ValueError (see check api.output_shape).", "api.output_shape"),
+    ], CONTEXT)
+    out = text(verdict, width=80)
+    assert out.count("ValueError: boom") == 1
+    flat = " ".join(out.split())
+    assert "Not checked because of this (2 check(s), 4 point(s)): weights.two_norms, mask.masks_keys." in flat
+    assert "title of weights.two_norms" not in out  # collapsed, not repeated as rows
+    assert "Weights" not in out.split("Score")[0]  # a topic left with no row is not shown
+
+
+def test_an_explanation_is_given_once_and_referred_to_after():
+    why = "Why it matters: each norm learns its own gamma and beta."
+    verdict = summarise("exercise3", "x.py", [
+        check("weights.two_norms", "failed", 2, "Observed: shared.\nExpected: two.\n" + why),
+        check("gradients.norms_differ", "failed", 1, "Observed: one gradient.\nExpected: two.\n" + why),
+    ], CONTEXT)
+    out = text(verdict, width=80)
+    assert out.count("each norm learns its own gamma and beta") == 1
+    assert "Why it matters: see weights.two_norms above." in out
+
+
+def test_check_ids_never_wrap_at_80_columns():
+    long_title = "A title long enough to need more than one line at eighty columns of terminal width"
+    verdict = summarise("exercise3", "x.py", [
+        CheckResult("mask.attention_mask_shape", long_title, "mask", "passed", 1, 1, ""),
+        CheckResult("weights.norm_parameters", long_title, "weights", "passed", 1, 1, ""),
+    ], CONTEXT)
+    out = text(verdict, width=80)
+    lines = out.splitlines()
+    assert any("mask.attention_mask_shape 1/1" in line for line in lines)
+    assert any("weights.norm_parameters 1/1" in line for line in lines)
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
+    from grader.checks.evidence import clean_message, format_student_error
+
+    raw = ("{{function_node __wrapped__AddV2_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+           "Incompatible shapes: [3,6,8] vs. [3,6,16] [Op:AddV2] name: ")
+    assert clean_message(raw) == "Incompatible shapes: [3,6,8] vs. [3,6,16]"
+    shown = format_student_error("Your code raised InvalidArgumentError", {
+        "type": "InvalidArgumentError", "message": raw,
+        "student_frames": [{"line": 78, "function": "call", "code": "return self.norm(a + b)"}]})
+    assert "function_node" not in shown and "job:localhost" not in shown
+    assert "at line 78, in call: return self.norm(a + b)" in shown
+    assert "(3,6,8) and (3,6,16)" in shown and "embed_dim" in shown
+    keras2 = format_student_error("Your code raised TypeError", {
+        "type": "TypeError", "message": "MultiHeadAttention.call() got multiple values for argument 'query_mask'"})
+    assert "fourth positional argument is query_mask" in keras2
+    no_super = format_student_error("Your code raised RuntimeError", {
+        "type": "RuntimeError", "message": "In layer 'X', you forgot to call `super().__init__()` as the first "
+                                           "statement in the `__init__()` method. Go add it!"})
+    assert "super().__init__(**kwargs) as the first line" in no_super
+    keras_tensor = format_student_error("Your code raised ValueError", {
+        "type": "ValueError", "message": "A KerasTensor cannot be used as input to a TensorFlow function."})
+    assert "keras.ops" in keras_tensor
+
+
+def test_verdict_json_has_no_field_outside_the_contract():
+    verdict = summarise("exercise3", "x.py", [
+        CheckResult("weights.two_norms", "t", "weights", "skipped", 0, 2, "Not checked (see check api.x).", "api.x")],
+        CONTEXT)
+    assert set(verdict.to_json()["checks"][0]) == {"id", "title", "topic", "status", "points", "max_points",
+                                                   "message"}

@@ -105,6 +105,8 @@ def not_checked(reason: str, see: str) -> None:
 
 def require_verified(observation: Observed, see: str, what: str = "your layer's computation") -> Observed:
     if not observation.verified:
+        if not isinstance(observation.output, np.ndarray):
+            not_checked("the call did not return a tensor", "api.output_shape")
         not_checked(f"the grader could not verify {what} from the numbers it chose", see)
     return observation
 

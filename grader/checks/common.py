@@ -50,8 +50,8 @@ def job(evidence, request):
 
 
 @pytest.fixture
-def dims(job):
-    return job["dims"]
+def dims(evidence):
+    return evidence.public_job["dims"]
 
 
 @pytest.fixture
@@ -151,7 +151,8 @@ def assert_output_shape(forward: dict, expected: tuple, what: str) -> None:
     if not isinstance(output, np.ndarray):
         kind = output.get("not_a_tensor") if isinstance(output, dict) else type(output).__name__
         fail(
-            f"call returned a {kind}, not a tensor.",
+            f"call returned a {kind}, not a tensor"
+            + (": does call() end with `return <the output>`?" if kind == "NoneType" else "."),
             f"one tensor of shape {expected} {what}.",
             "A layer maps tensors to a tensor, so layers can be stacked.",
         )
@@ -195,6 +196,8 @@ def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> anal
 
 def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward") -> None:
     """Fail with why the call could not be verified (the forward check's job)."""
+    if not isinstance(observed.output, np.ndarray):
+        analysis.not_checked("the call did not return a tensor", "api.output_shape")
     fail(
         f"the grader could not recompute your layer's output from the layers it ran: {observed.failure}.",
         expected,

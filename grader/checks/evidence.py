@@ -69,7 +69,13 @@ class Evidence:
         self._secrets = secrets
         self._prerequisites = prerequisites
         self._reported: dict[str, str] = {}
+        self.current_check = ""  # the check running now (set by the plugin)
         self._decoded: dict[str, dict] = {}
+
+    @property
+    def public_job(self) -> dict:
+        """What the child knew from the start: sizes and shapes."""
+        return self._public_job
 
     @property
     def job(self) -> dict:
@@ -93,9 +99,20 @@ class Evidence:
                 error = record.get("error") or {}
                 if error.get("internal") and not error.get("student_frames"):
                     raise Unavailable("error", internal_error_message(name, error))
+                if name != "forward" and self._returns_nothing():
+                    raise pytest.skip.Exception(
+                        "Not checked: your call() returns no tensor, so Keras fails when it uses the layer "
+                        "(see check api.output_shape).")
                 raise CheckFailed(self._student_error(name, error, check_id))
             return self._data(name, record)
         self._raise_missing(name, check_id)
+
+    def _returns_nothing(self) -> bool:
+        record = self.run.phases.get("forward")
+        data = record.get("data") if isinstance(record, dict) and record.get("ok") else None
+        observation = data.get("observation") if isinstance(data, dict) else None
+        output = observation.get("output") if isinstance(observation, dict) else None
+        return isinstance(output, dict) and output.get("not_a_tensor") == "NoneType"
 
     def partial(self, name: str) -> dict | None:
         """What a phase recorded before it stopped, whether or not it succeeded."""
@@ -120,8 +137,8 @@ class Evidence:
         blocker = self._blocked_by(name)
         if blocker:
             phase, check_id = blocker
-            if check_id == asking:  # this check names the failure; the others point to it
-                raise CheckFailed(self._student_error(phase, self.error(phase) or {}, asking))
+            if check_id == (self.current_check or asking):  # this check names the failure; the others point to it
+                raise CheckFailed(self._student_error(phase, self.error(phase) or {}, check_id))
             raise pytest.skip.Exception(
                 f"Not checked: your code failed earlier, {PHASE_WORDS.get(phase, phase)} "
                 f"(see check {check_id})."
@@ -148,9 +165,11 @@ class Evidence:
     def _student_error(self, phase: str, error: dict, check_id: str) -> str:
         where = PHASE_WORDS.get(phase, f"in phase {phase}")
         kind = error.get("type", "an error")
-        if phase in self._reported:
-            return f"Your code raised {kind} {where} (the details are under check {self._reported[phase]})."
-        self._reported[phase] = check_id or "above"
+        reporter = self.current_check or check_id or "above"
+        if phase in self._reported and self._reported[phase] != reporter:
+            raise pytest.skip.Exception(f"Not checked: your code raised {kind} {where} "
+                                        f"(see check {self._reported[phase]}).")
+        self._reported[phase] = reporter
         return format_student_error(f"Your code raised {kind} {where}", error)
 
 
@@ -161,21 +180,65 @@ def internal_error_message(phase: str, error: dict) -> str:
 
 
 def format_student_error(headline: str, error: dict) -> str:
-    lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(error.get('message', ''))}"]
-    for frame in error.get("student_frames") or []:
+    """The student's error, once: the line of their file it happened on, the error without
+    TensorFlow's internals, and — where the pattern is known — what it means in the grader's words."""
+    message = clean_message(str(error.get("message", "")))
+    frames = [f for f in error.get("student_frames") or [] if isinstance(f, dict)]
+    lines = [f"{headline}:", f"  {error.get('type', 'Error')}: {_first_lines(message)}"]
+    for frame in frames[-3:]:
         place = frame.get("where") or f"line {frame.get('line')}"
         lines.append(f"  at {place}, in {frame.get('function')}: {str(frame.get('code', '')).strip()}")
-    if _out_of_memory(error):
-        lines.append("That is the memory limit of the grading process (--memory): look for a tensor far "
-                     "larger than the layer needs.")
-    frames = error.get("student_frames") or []
-    if error.get("type") == "NotImplementedError" and frames and "NotImplementedError" in frames[-1].get("code", ""):
-        lines.append("This part is still the stub: replace `raise NotImplementedError()` with your code.")
-    message = str(error.get("message", ""))
-    if error.get("type") == "TypeError" and "multiple values for argument 'query_mask'" in message:
-        lines.append("In Keras 3, MultiHeadAttention's fourth positional argument is query_mask (in Keras 2 it was "
-                     "attention_mask). Pass the mask by keyword: attention(query, value, attention_mask=...).")
+    if len(frames) > 3:
+        lines.insert(2, f"  ({len(frames) - 3} earlier line(s) of your file in the traceback not shown)")
+    advice = explain_error(str(error.get("type", "")), message, frames)
+    if advice:
+        lines.append(advice)
     return "\n".join(lines)
+
+
+def clean_message(message: str) -> str:
+    """An error message without ANSI codes and TensorFlow's node, device and op decorations."""
+    import re
+
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message)
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:[A-Za-z0-9_]+\]( name: ?[^\n]*)?", "", message)
+    message = re.sub(r"Exception encountered when calling [^\n]*\n?", "", message)
+    message = re.sub(r"\n\s*Arguments received by [\s\S]*$", "", message)
+    return message.strip()
+
+
+def explain_error(kind: str, message: str, frames: list[dict]) -> str | None:
+    """What a known error means, in the student's terms."""
+    import re
+
+    code = str(frames[-1].get("code", "")) if frames else ""
+    if kind == "NotImplementedError" and "NotImplementedError" in code:
+        return "This part is still the stub: replace `raise NotImplementedError()` with your code."
+    if _out_of_memory({"type": kind, "message": message}):
+        return ("That is the memory limit of the grading process (--memory): look for a tensor far "
+                "larger than the layer needs.")
+    if "multiple values for argument 'query_mask'" in message:
+        return ("In Keras 3, MultiHeadAttention's fourth positional argument is query_mask (in Keras 2 it was "
+                "attention_mask). Pass the mask by keyword: attention(query, value, attention_mask=...).")
+    if "forgot to call `super().__init__()`" in message or "super().__init__()" in message and \
+            "subclass" in message.lower():
+        return ("Call super().__init__(**kwargs) as the first line of __init__: a Keras layer sets up its "
+                "tracking of weights and sublayers there, before any attribute is assigned.")
+    if "KerasTensor cannot be used as input to a TensorFlow function" in message:
+        return ("In a functional model your layer receives symbolic KerasTensors, which TensorFlow functions "
+                "(tf.*) cannot take: use keras.ops instead (keras.ops.not_equal, keras.ops.expand_dims, ...).")
+    shapes = re.search(r"Incompatible shapes: \[([0-9,]+)\] vs\. \[([0-9,]+)\]", message) or \
+        re.search(r"Dimensions must be equal, but are (\d+) and (\d+)", message)
+    if shapes:
+        left, right = shapes.group(1), shapes.group(2)
+        where = f" on `{code.strip()}`" if code else ""
+        return (f"Two tensors of shapes ({left}) and ({right}) were combined{where}. A residual sum or a "
+                "mask needs matching shapes: check the width of the last Dense of the feed-forward "
+                "(it must be embed_dim) and the axes a mask was expanded on.")
+    if kind == "AttributeError" and "'NoneType' object has no attribute" in message:
+        return "A value was None where a tensor was expected: does every function you call end with `return`?"
+    return None
 
 
 def _out_of_memory(error: dict) -> bool:

@@ -47,8 +47,14 @@ class CheckCollector:
                     points=points if status == "passed" else 0.0,
                     max_points=points,
                     message=message,
+                    cause=cause_of(status, message, meta["id"]),
                 )
             )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        marker = item.get_closest_marker("check")
+        self._evidence.current_check = marker.kwargs["id"] if marker else ""
 
     def pytest_itemcollected(self, item):
         # The verdict keeps the check's own message; pytest's traceback, which re-reads and parses
@@ -58,6 +64,16 @@ class CheckCollector:
     def pytest_collectreport(self, report):
         if report.failed:
             self.collection_errors.append(str(report.longrepr))
+
+
+def cause_of(status: str, message: str, check_id: str) -> str | None:
+    """The check a skipped one points to ("... (see check api.output_shape)."), if any."""
+    import re
+
+    if status != "skipped":
+        return None
+    found = re.search(r"\(see (?:check )?([a-z]+\.[a-z_]+)\)\.?\s*$", message)
+    return found.group(1) if found and found.group(1) != check_id else None
 
 
 def classify(excinfo) -> tuple[str, str]:
