@@ -643,7 +643,8 @@ def raw_attention_arguments(evidence, phase: str) -> list[dict]:
     return [dict(e["arguments"], _constants=e.get("constants") or {}, _inputs=e.get("inputs") or {}) for e in events]
 
 
-def raised_call_diagnosis(evidence, phase: str, key_lengths: list[int], batch: int) -> tuple[str, int, tuple] | None:
+def raised_call_diagnosis(evidence, phase: str, key_lengths: list[int], batch: int,
+                          padding: np.ndarray | None = None) -> tuple[str, int, tuple] | None:
     """Why a call with masks raised, from what it recorded before raising (claims are enough to
     explain a failure): (kind, attention index, (observed, expected, why)), or None if it did not raise.
 
@@ -667,9 +668,13 @@ def raised_call_diagnosis(evidence, phase: str, key_lengths: list[int], batch: i
         if not isinstance(raw, np.ndarray) or keys is None:
             continue
         if list(raw.shape) == [batch, raw.shape[-1]] and batch != queries:
+            picture = ""
+            if padding is not None and padding.shape[1] == keys:
+                expected = np.broadcast_to(padding[:, None, :], (batch, padding.shape[1], keys))
+                picture = "\n" + mask_picture(None, expected, padding, note=" — yours raised before attention")
             return "unexpanded", index, (
                 f"attention_mask of shape {tuple(raw.shape)}, the padding mask unexpanded — MultiHeadAttention "
-                "raised on it.",
+                "raised on it." + picture,
                 f"shape ({batch}, 1, {keys}): mask[:, None, :], one row of keys for every query.",
                 "MultiHeadAttention's scores have shape (batch, heads, queries, keys); a 2-D mask is "
                 "read as (queries, keys) and cannot line up with a batch axis.",
@@ -699,9 +704,10 @@ def explain_raised(evidence, phase: str, check_id: str, owner: str, diagnosis) -
 
 
 def explain_raised_mask(evidence, phase: str, check_id: str, batch: int, keys: int,
-                        owner: str = "mask.attention_mask_shape") -> None:
+                        owner: str = "mask.attention_mask_shape", padding: np.ndarray | None = None) -> None:
     """For the one-attention layers: a masked call that raised is explained once, by ``owner``."""
-    explain_raised(evidence, phase, check_id, owner, raised_call_diagnosis(evidence, phase, [keys], batch))
+    explain_raised(evidence, phase, check_id, owner,
+                   raised_call_diagnosis(evidence, phase, [keys], batch, padding))
 
 
 def assert_attention_mask_shape(step, batch: int, queries: int, keys: int, arguments: dict | None) -> None:
@@ -736,16 +742,49 @@ def assert_attention_mask_shape(step, batch: int, queries: int, keys: int, argum
         )
 
 
+def mask_picture(got: np.ndarray | None, expected: np.ndarray, real_queries: np.ndarray,
+                 real_keys: np.ndarray | None = None, note: str = "") -> str:
+    """One sequence's attention mask drawn as text, the student's beside the expected one: rows are
+    queries, columns keys; ■ attends, · hidden; padded positions marked p. For the report and for
+    nbgrader feedback alike."""
+    batch, queries, keys = expected.shape
+    padded_rows = [b for b in range(batch) if not real_queries[b].all()] or list(range(batch))
+    b = padded_rows[0]
+    key_real = real_keys[b] if real_keys is not None else np.ones(keys, dtype=bool)
+    if real_keys is None and queries == keys:
+        key_real = real_queries[b]
+
+    def header(real):
+        return " ".join("p" if not r else str(i % 10) for i, r in enumerate(real))
+
+    def row(values):
+        return " ".join("■" if v else "·" for v in values)
+
+    width = 2 * keys - 1
+    lines = [f"Mask that reached attention for sequence {b + 1} (rows: queries, columns: keys; ■ attends, "
+             f"· hidden, p padding){note}:",
+             f"  {'':9}{'yours':<{width}}   expected",
+             f"  {'keys':9}{header(key_real):<{width}}   {header(key_real)}"]
+    for t in range(queries):
+        label = f"query {t}" if real_queries[b, t] else f"query {t}p"
+        mine = row(got[b, t]) if got is not None else ("(no mask)" if t == 0 else "")
+        lines.append(f"  {label:9}{mine:<{width}}   {row(expected[b, t])}")
+    return "\n".join(lines)
+
+
 def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, arguments: dict | None,
-                      what: str = "padded keys") -> None:
+                      what: str = "padded keys", real_keys: np.ndarray | None = None) -> None:
     """The verified mask at the scores, on real query rows, equals ``expected`` (batch, queries, keys)."""
     batch, queries, keys = expected.shape
     if step is None:
         fail("MultiHeadAttention was not called when a mask was given.", f"{what} masked out.", PADDING_WHY)
     effective = effective_mask(step)
     if effective is None:
-        fail(IGNORED_MASK + ".", f"{what} masked out for every real query.", PADDING_WHY)
+        fail(IGNORED_MASK + ".\n" + mask_picture(np.ones(expected.shape, dtype=bool), expected, real_queries,
+                                                 real_keys), f"{what} masked out for every real query.",
+             PADDING_WHY)
     full = np.broadcast_to(effective, (batch, queries, keys))
+    picture = mask_picture(full, expected, real_queries, real_keys)
     rows = [(b, t) for b in range(batch) for t in range(queries) if real_queries[b, t]]
     got = np.array([full[b, t] for b, t in rows])
     want = np.array([expected[b, t] for b, t in rows])
@@ -753,7 +792,7 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
         return
     if np.array_equal(got, ~want):
         fail(
-            "the mask is inverted: real tokens are hidden and padding is attended to.",
+            "the mask is inverted: real tokens are hidden and padding is attended to.\n" + picture,
             "True for positions to attend to, False for padding, as Embedding(mask_zero=True) gives it.",
             "MultiHeadAttention attends where the mask is True.",
         )
@@ -762,16 +801,18 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
     if query_masked:
         fail(
             "the padding mask reached MultiHeadAttention as its query_mask, the fourth positional argument, so it "
-            "hides padded queries while every query still attends to the padded keys.",
+            "hides padded queries while every query still attends to the padded keys.\n" + picture,
             "attention(query, value, attention_mask=mask[:, None, :]): pass the mask by keyword.",
             "In Keras 2, MultiHeadAttention's fourth argument was attention_mask; in Keras 3 it is query_mask. "
             "Code written for Keras 2 as mha(x, x, x, mask) now masks the wrong thing, silently.",
         )
-    column = effective.ndim == 3 and effective.shape[-1] == 1 and keys > 1
+    # a mask on the query axis: every query row all visible or all hidden, the padded queries hidden
+    column = keys > 1 and bool(np.all(full == full[..., :1])) and not bool(np.all(full)) and \
+        bool(np.all(~full[~real_queries])) if (~real_queries).any() else False
     if column or (isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == 1 and keys > 1):
         fail(
             f"the mask was expanded on the wrong axis (shape {tuple((raw if raw is not None else effective).shape)}): "
-            "it hides queries, while every query still attends to the padded keys.",
+            "it hides queries, while every query still attends to the padded keys.\n" + picture,
             f"mask[:, None, :] — shape ({batch}, 1, {keys}), broadcast over queries, masking keys.",
             "The mask must say which keys a query may look at; a (batch, seq, 1) mask silently "
             "masks the wrong thing, and MultiHeadAttention does not complain.",
@@ -780,7 +821,7 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
     hidden = int(np.sum(~got & want))
     fail(
         f"for real query positions, {leaks} key(s) that should be hidden are visible and {hidden} "
-        "key(s) that should be visible are hidden.",
+        "key(s) that should be visible are hidden.\n" + picture,
         f"for every real query, exactly the keys it may attend to visible ({what} hidden).",
         PADDING_WHY,
     )

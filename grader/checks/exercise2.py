@@ -116,7 +116,7 @@ def check_keras_file(evidence):
 def _masked(evidence, job, check_id, phase="mask", key="inputs"):
     """The masked call, verified or claimed (see the encoder's checks)."""
     batch, seq = padding(job).shape
-    explain_raised_mask(evidence, phase, check_id, batch, seq)
+    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,

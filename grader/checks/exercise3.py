@@ -170,7 +170,7 @@ def _masked(evidence, job, check_id, phase="mask", key="inputs"):
     """The masked call, verified or claimed. When it cannot be verified, mask.masks_keys says why
     (unless the plain call could not be verified either: then forward.post_norm does)."""
     batch, seq = padding(job).shape
-    explain_raised_mask(evidence, phase, check_id, batch, seq)
+    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,

@@ -284,7 +284,8 @@ def check_cross_attention_mask(evidence, job):
         )
     assert_attention_mask_shape(cross_step, batch, length, source.shape[1], _arguments(evidence, "mask", 1))
     expected = np.broadcast_to(source[:, None, :], (batch, length, source.shape[1]))
-    assert_masks_keys(cross_step, expected, target, _arguments(evidence, "mask", 1), what="padded encoder positions")
+    assert_masks_keys(cross_step, expected, target, _arguments(evidence, "mask", 1), what="padded encoder positions",
+                      real_keys=source)
     _confirm(observed)
 
 
