@@ -139,7 +139,7 @@ def grade_command(argv: list[str]) -> int:
     return grade_and_show(exercise, submission, settings, console).exit_code
 
 
-def grade_and_show(exercise, submission: Path, settings, console):
+def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False):
     from . import progress
     from .grading import grade
     from .report import render
@@ -147,6 +147,7 @@ def grade_and_show(exercise, submission: Path, settings, console):
     with console.status(f"Grading {submission} …", spinner="dots"):
         verdict = grade(exercise.id, submission, settings)
     progress.record_verdict(verdict)
+    verdict.context["watching"] = watching
     console.print(render(verdict))
     return verdict
 
@@ -165,7 +166,8 @@ def watch(exercise, submission: Path, settings, console) -> int:
         yield_on_timeout=True,  # wake up at least once a second, events or not
         rust_timeout=1000,
     )
-    return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console), console)
+    return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
+                                                                   watching=True), console)
 
 
 def watch_loop(submission: Path, wakeups, grade_once, console) -> int:

@@ -69,6 +69,7 @@ class Grading:
             return  # found without running anything: no child, no TensorFlow
         self.job = dict(
             inputs.public_job(self.exercise),
+            cells=[list(cell) for cell in self.source.cells],
             exercise=self.exercise.id,
             class_name=self.exercise.target,
             kind=self.exercise.kind,
@@ -209,6 +210,13 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
     load = run.phases.get("load")
     if load is None:
         if run.timed_out:
+            cell = next((name for name in reversed(run.started) if name.startswith("load:cell ")), None)
+            if cell:
+                return (
+                    f"Running your notebook did not finish within the time limit ({run.seconds:.0f} s): code "
+                    f"{cell.split(':', 1)[1]} was still running. Look for a cell that loops or waits (a training "
+                    "run, input(), a sleep): the grader runs every code cell that is not a test cell."
+                )
             return (
                 f"Importing your file did not finish within the time limit ({run.seconds:.0f} s). "
                 "Look for code at the top level of your file that loops or waits (training runs, "

@@ -174,11 +174,13 @@ def summary(verdict: Verdict) -> RenderableType:
     if verdict.status == "passed":
         advice = "Every check passed. Well done."
     elif verdict.status == "error":
-        advice = "Fix the problem above, save, and run the grader again."
+        advice = "Fix the problem above and " + ("save: the grader runs again." if verdict.context.get("watching")
+                                                 else "run the grader again.")
     else:
         unfinished = [c for c in verdict.checks if c.status != "passed"]
         first = next((c for c in unfinished if c.status != "skipped"), unfinished[0])
-        advice = f"Start with “{first.title}” ({first.id}), save, and run the grader again."
+        again = "save: the grader runs again." if verdict.context.get("watching") else "save, and run the grader again."
+        advice = f"Start with “{first.title}” ({first.id}), {again}"
     return Panel(Group(line, Text(advice)), border_style=style.split()[-1])
 
 
@@ -194,10 +196,12 @@ def progress_table(states: list[dict]) -> RenderableType:
     """``grade list``: one row per exercise with its state, score and next step."""
     table = Table(title="Transformer exercises", title_justify="left", expand=True)
     table.add_column("exercise", no_wrap=True)
-    table.add_column("title", ratio=1)
+    # wide enough for the longest word of a title, so titles wrap between words, never inside one
+    longest = max((len(word) for row in states for word in str(row["title"]).split()), default=5)
+    table.add_column("title", min_width=longest)
     table.add_column("state", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("next", ratio=2, overflow="fold")
+    table.add_column("next", ratio=1, overflow="fold")
     for row in states:
         score = f"{_num(row['score'][0])}/{_num(row['score'][1])}" if row.get("score") else ""
         style = STATE_STYLE.get(row["state"], "white")

@@ -58,8 +58,13 @@ class ChildRun:
 
     @property
     def unfinished_phase(self) -> str | None:
-        """The phase the child was in when it stopped, if it stopped early."""
+        """The phase the child was in when it stopped, if it stopped early (a notebook's cells are
+        steps inside the load phase: one counts only while the load has not ended)."""
         for name in reversed(self.started):
+            if name.startswith("load:"):
+                if "load" not in self.phases:
+                    return "load"
+                continue
             if name not in self.phases:
                 return name
         return None

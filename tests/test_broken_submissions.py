@@ -200,3 +200,16 @@ def test_syntax_error_in_a_notebook_names_the_cell(tmp_path):
     nbformat.write(notebook, path)
     verdict = Grading("exercise3", path, runner=lambda *a, **k: (_ for _ in ()).throw(AssertionError)).finish()
     assert verdict.status == "error" and "at code cell 2, line 1" in verdict.error
+
+
+def test_a_notebook_cell_that_never_finishes_is_named(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import keras"),
+                      nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(1)"),
+                      nbformat.v4.new_code_cell(SOLUTION)]
+    path = tmp_path / "exercise3.ipynb"
+    nbformat.write(notebook, path)
+    verdict = grade("exercise3", path, Settings(timeout=60))
+    assert verdict.status == "error" and "code cell 2 was still running" in verdict.error

@@ -154,3 +154,21 @@ def test_verdict_json_has_no_field_outside_the_contract():
         CONTEXT)
     assert set(verdict.to_json()["checks"][0]) == {"id", "title", "topic", "status", "points", "max_points",
                                                    "message"}
+
+
+def test_in_watch_mode_the_footer_says_to_save_again():
+    verdict = summarise("exercise3", "x.py", [check("api.constructor", "failed", message="Observed: x")],
+                        dict(CONTEXT, watching=True))
+    out = text(verdict)
+    assert "save: the grader runs again." in out and "run the grader again" not in out
+
+
+def test_grade_list_keeps_whole_words_at_80_columns():
+    from grader.report import progress_table
+
+    states = [{"id": "exercise2", "title": "A self-attention block", "state": "failing", "score": (3, 19),
+               "next": "weights.one_norm: One LayerNormalization with trainable gamma and beta"}]
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(progress_table(states))
+    out = console.file.getvalue()
+    assert "self-attention" in out and "…" not in out

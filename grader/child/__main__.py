@@ -72,7 +72,11 @@ def run_job(job: dict, stream) -> None:
         spec = importlib.util.spec_from_file_location("submission", submission)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
-        spec.loader.exec_module(module)
+        cells = job.get("cells") or []
+        if cells:
+            _run_cells(module, submission, cells, stream)
+        else:
+            spec.loader.exec_module(module)
         candidate = getattr(module, job["class_name"], None)
         data["class_found"] = candidate is not None
         data["is_class"] = isinstance(candidate, type)
@@ -100,6 +104,17 @@ def run_job(job: dict, stream) -> None:
     if cls is not None:
         probe(cls, job, stream, scratch)
     _leave(stream)
+
+
+def _run_cells(module, path: str, cells: list, stream) -> None:
+    """A notebook's code, cell by cell, so that a cell that never finishes can be named. Each cell
+    is compiled at its own lines of the file, so tracebacks point where a whole-file run would."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    for first, last, number in cells:
+        stream.emit({"event": "start", "phase": f"load:cell {int(number)}"})
+        chunk = "".join(lines[int(first) - 1:int(last)])
+        exec(compile("\n" * (int(first) - 1) + chunk, path, "exec"), module.__dict__)
 
 
 def _signature(cls) -> str:
