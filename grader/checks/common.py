@@ -773,7 +773,8 @@ def mask_picture(got: np.ndarray | None, expected: np.ndarray, real_queries: np.
 
 
 def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, arguments: dict | None,
-                      what: str = "padded keys", real_keys: np.ndarray | None = None) -> None:
+                      what: str = "padded keys", real_keys: np.ndarray | None = None,
+                      future_why: str | None = None) -> None:
     """The verified mask at the scores, on real query rows, equals ``expected`` (batch, queries, keys)."""
     batch, queries, keys = expected.shape
     if step is None:
@@ -819,11 +820,16 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
         )
     leaks = int(np.sum(got & ~want))
     hidden = int(np.sum(~got & want))
+    future = 0
+    if future_why:  # leaks to later positions: causality, not padding, is what is broken
+        later = ~np.tril(np.ones((queries, keys), dtype=bool))
+        future = int(sum(np.sum(full[b, t] & later[t]) for b, t in rows))
     fail(
-        f"for real query positions, {leaks} key(s) that should be hidden are visible and {hidden} "
-        "key(s) that should be visible are hidden.\n" + picture,
+        f"for real query positions, {leaks} key(s) that should be hidden are visible"
+        + (f" ({future} of them later positions)" if future else "")
+        + f" and {hidden} key(s) that should be visible are hidden.\n" + picture,
         f"for every real query, exactly the keys it may attend to visible ({what} hidden).",
-        PADDING_WHY,
+        future_why if future else PADDING_WHY,
     )
 
 
@@ -908,16 +914,18 @@ def close(a, b, where: np.ndarray | None = None) -> bool:
 
 
 def assert_matches_reference(output, variants: dict, messages: dict, expected: str, why: str,
-                             correct: str = "correct", where: np.ndarray | None = None, otherwise=None) -> None:
-    """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which;
-    else call ``otherwise()`` (which may fail with a more specific message) before failing generally."""
+                             correct: str = "correct", where: np.ndarray | None = None, otherwise=None,
+                             whys: dict | None = None) -> None:
+    """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which
+    (and why that matters, from ``whys`` when the general ``why`` does not fit it); else call
+    ``otherwise()`` (which may fail with a more specific message) before failing generally."""
     if not isinstance(output, np.ndarray):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
     if close(output, variants[correct], where):
         return
     for name, text in messages.items():
         if name in variants and close(output, variants[name], where):
-            fail(f"your output matches a layer in which {text}.", expected, why)
+            fail(f"your output matches a layer in which {text}.", expected, (whys or {}).get(name, why))
     if otherwise is not None:
         otherwise()
     reference_output = np.asarray(variants[correct])

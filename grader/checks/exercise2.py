@@ -179,6 +179,10 @@ MISTAKES = {
 }
 WHY = ("The residual connection lets the block learn a correction to its input and keeps gradients "
        "flowing; the norm keeps the sum at a stable scale.")
+WHYS = {
+    "pre_norm": "Pre-norm is a real variant used by many later models, but it is a different function: this "
+                "exercise asks for norm(x + attention(x, x)).",
+}
 
 
 @check("forward.residual_norm", "Computes norm(inputs + attention(inputs, inputs))", "forward", points=3)
@@ -188,7 +192,8 @@ def check_residual_norm(plain, job, values):
     if plain.identified_as is not None:
         if plain.identified_as == "correct":
             return
-        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", EXPECTED, WHY)
+        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", EXPECTED,
+             WHYS.get(plain.identified_as, WHY))
     structure = Structure(plain)
     attention, norms = structure.of("attention"), structure.norm_steps
     x = _inputs(job)
@@ -214,4 +219,4 @@ def check_residual_norm(plain, job, values):
     }
     variants = attention_block_variants(x, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
-                             otherwise=self_attention_inputs(attention[0], plain.program, "block"))
+                             otherwise=self_attention_inputs(attention[0], plain.program, "block"), whys=WHYS)

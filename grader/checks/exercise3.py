@@ -267,6 +267,14 @@ VARIANT_MESSAGES = {
 }
 WHY = ("Residual connections let each block learn a correction to its input and keep gradients flowing; "
        "post-norm normalises each residual sum.")
+WHYS = {
+    "no_relu": "Without a nonlinearity between them, the two Dense layers collapse into one linear map: the "
+               "feed-forward could compute nothing a single Dense cannot.",
+    "pre_norm": "Pre-norm is a real variant used by many later models, but it is a different function: this "
+                "exercise asks for the book's post-norm block, norm(x + sublayer(x)).",
+    "input_residual_in_ffn": "The second block must correct the first block's result: adding the original "
+                             "inputs skips what the attention block computed.",
+}
 
 
 @check("forward.post_norm", "Computes the post-norm encoder", "forward", points=3)
@@ -276,7 +284,8 @@ def check_post_norm(plain, job, values):
     if plain.identified_as is not None:  # found by the roles of its weights
         if plain.identified_as == "post_norm":
             return
-        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", POST_NORM, WHY)
+        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", POST_NORM,
+             WHYS.get(plain.identified_as, WHY))
     structure = Structure(plain)
     attention, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
     if len(attention) != 1 or len(norms) != 2 or len(dense) != 2:
@@ -300,5 +309,5 @@ def check_post_norm(plain, job, values):
     variants = encoder_variants(_inputs(job), resolve(roles, values))
     assert_matches_reference(
         np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
-        correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"),
+        correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"), whys=WHYS,
     )

@@ -257,7 +257,7 @@ def check_self_attention_mask(evidence, job):
              "The decoder attends to its own earlier positions, then to the source sentence.")
     expected = np.tril(np.ones((length, length), dtype=bool))[None] & target[:, None, :]
     assert_masks_keys(self_step, expected, target, _arguments(evidence, "mask", 0),
-                      what="later positions and padded keys")
+                      what="later positions and padded keys", future_why=CAUSAL_WHY)
     _confirm(observed)
 
 
@@ -351,6 +351,13 @@ MISTAKES = {
 }
 WHY = ("Each residual block adds a correction to its input; the decoder must read its own past, "
        "then the source, then transform the result.")
+WHYS = {
+    "not_causal": CAUSAL_WHY,
+    "cross_query_from_inputs": "The cross-attention asks the source about the target as understood so far (h1); "
+                               "asking with the raw inputs throws away what the self-attention found.",
+    "cross_attends_to_decoder": "Cross-attention is how the decoder reads the source sentence; attending to "
+                                "itself again, it never sees the encoder's output.",
+}
 
 
 @check("forward.decoder", "Computes the post-norm decoder", "forward", points=3)
@@ -360,7 +367,8 @@ def check_decoder(plain, job, values):
     if plain.identified_as is not None:
         if plain.identified_as == "correct":
             return
-        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", DECODER, WHY)
+        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", DECODER,
+             WHYS.get(plain.identified_as, WHY))
     structure = Structure(plain)
     attention_steps, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
     if len(attention_steps) != 2 or len(norms) != 3 or len(dense) != 2:
@@ -384,4 +392,5 @@ def check_decoder(plain, job, values):
                                  "epsilon": float(step.constants["epsilon"])}
     x, encoder, _ = _arrays(job, "forward")
     variants = decoder_variants(x, encoder, resolve(roles, values))
-    assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY)
+    assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
+                             whys=WHYS)
