@@ -349,6 +349,7 @@ def _match(target: np.ndarray, terms: dict, masks: dict, names: dict, what: str)
     keys = list(terms)
     singles = [(k,) for k in keys]
     pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
+    candidates = []  # (combination, relu, mask name, value): simplest first
     for combination in singles + pairs:
         parts = [_fits(terms[k], shape) for k in combination]
         if any(p is None for p in parts):
@@ -356,17 +357,18 @@ def _match(target: np.ndarray, terms: dict, masks: dict, names: dict, what: str)
         total = parts[0] if len(parts) == 1 else parts[0] + parts[1]
         for relu in (False, True):
             candidate = np.maximum(total, 0.0) if relu else total
-            options = [(candidate, None)]
+            candidates.append((combination, relu, None, candidate))
             for mask_name, mask in masks.items():
                 factor = _fits(mask.astype(np.float64)[..., None], shape) if mask.ndim < len(shape) else None
                 if factor is not None:
-                    options.append((candidate * factor, mask_name))
-            for value, mask_name in options:
-                if close(value, target):
-                    return Expr(tuple(combination), relu, mask_name)
-                scale = _scale(value, target)
-                if scale is not None:
-                    return Expr(tuple(combination), relu, mask_name, scale)
+                    candidates.append((combination, relu, mask_name, candidate * factor))
+    for combination, relu, mask_name, value in candidates:
+        if close(value, target):
+            return Expr(tuple(combination), relu, mask_name)
+    for combination, relu, mask_name, value in candidates:  # a constant factor only if nothing simpler fits
+        scale = _scale(value, target)
+        if scale is not None:
+            return Expr(tuple(combination), relu, mask_name, scale)
     raise ReplayFailed(f"{what} cannot be traced back to the call's inputs or to the layers it ran "
                        "(it is neither one of them, nor a sum of two, nor a relu or a masking of these)")
 
