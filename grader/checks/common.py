@@ -39,6 +39,10 @@ KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsu
 
 @pytest.fixture
 def job(evidence, request):
+    return whole_job(evidence, request)
+
+
+def whole_job(evidence, request) -> dict:
     """The whole job. When the child never got its secret inputs (the layer failed to build), the
     check is not run on a job without them: it gets the error that stopped it instead."""
     whole = evidence.job
