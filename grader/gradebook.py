@@ -36,16 +36,20 @@ class Stored:
 
 
 def topic_outputs(verdict, topic: str) -> list:
-    """The outputs a test cell of ``topic`` shows after ``assert_topic`` ran on this verdict."""
+    """The outputs a test cell of ``topic`` shows after ``assert_topic`` ran on this verdict: the
+    lines it prints, then the points it returns (nbgrader's partial credit) or the error it raises."""
     import nbformat
 
-    lines, failure = topic_report(verdict, topic)
+    lines, failure, points = topic_report(verdict, topic)
     outputs = []
     if lines:
         outputs.append(nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines) + "\n"))
     if failure is not None:
         outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=failure,
                                               traceback=[f"AssertionError: {failure}"]))
+    else:
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)},
+                                              execution_count=None))
     return outputs
 
 
