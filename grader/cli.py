@@ -3,7 +3,7 @@
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
-    grade nbgrader-course DIR [--force]
+    grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
-       grade nbgrader-course DIR [--force]
+       grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
        grade batch PATH... --exercise EXERCISE --out DIR [--jobs N] [--gradebook COURSE]"""
 
 DESCRIPTION = """\
@@ -413,31 +413,40 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
 def course_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade nbgrader-course",
-        description="Write an nbgrader course folder: nbgrader_config.py and source/<exercise>/<exercise>.ipynb "
-                    "for every exercise. Then, in that folder: nbgrader generate_assignment exercise3, and "
-                    "after collecting: nbgrader autograde exercise3.",
+        description="Write an nbgrader course: nbgrader_config.py and source/<exercise>/<exercise>.ipynb for "
+                    "every exercise (or those of --exercises). Other files in the folder, notebooks of your "
+                    "own included, are left alone. Then, in that folder: nbgrader generate_assignment "
+                    "exercise3, and after collecting: nbgrader autograde exercise3.",
+        epilog="Release exercise5 only after exercise1 and exercise3 are due: its answer cell carries their "
+               "reference layers.",
     )
     parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
-    parser.add_argument("--force", action="store_true", help="overwrite notebooks or a config that differ")
+    parser.add_argument("--exercises", nargs="+", metavar="EXERCISE",
+                        help=f"write only these exercises (default: all of {', '.join(exercises.EXERCISES)})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace course files that differ from what would be written, keeping a copy of "
+                             "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
+    chosen = None
+    if args.exercises:
+        chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
 
-    from .notebooks import write_course
+    from .notebooks import CourseError, update_course
 
-    folder = args.folder.resolve()
-    existing = [p for p in [folder / "nbgrader_config.py", *folder.glob("source/*/*.ipynb")] if p.exists()]
-    if existing and not args.force:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as scratch:
-            fresh = {p.relative_to(scratch): p.read_bytes() for p in write_course(Path(scratch))}
-            changed = [p for p in existing if fresh.get(p.relative_to(folder)) != p.read_bytes()]
-        if changed:
-            parser.error("these files exist and differ from what would be written (use --force to "
-                         "overwrite them): " + ", ".join(str(p) for p in changed))
-    written = write_course(folder)
-    for path in written:
+    try:
+        update = update_course(args.folder, chosen, force=args.force)
+    except CourseError as exc:
+        parser.error(str(exc))
+    for path in update.written:
         print(f"wrote {path}")
-    print(f"Next: cd {folder} && nbgrader generate_assignment exercise3")
+    for path in update.unchanged:
+        print(f"unchanged {path}")
+    for replaced, backup in update.backups:
+        print(f"kept the earlier {replaced.name} as {backup}")
+    for note in update.notes:
+        print(f"Note: {note}")
+    first = (chosen or list(exercises.EXERCISES))[0]
+    print(f"Next: cd {args.folder.resolve()} && nbgrader generate_assignment {first}")
     return 0
 
 
