@@ -373,11 +373,12 @@ def batch_command(argv: list[str]) -> int:
 
     console = Console()
     for course, submitted in found.searched:
-        console.print(f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
+        console.print(f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.",
+                      highlight=False, soft_wrap=True)
     if found.skipped:
         console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
         for skipped in found.skipped:
-            console.print(f"  {skipped.path}: {skipped.why}", highlight=False, markup=False)
+            console.print(f"  {skipped.path}: {skipped.why}", highlight=False, markup=False, soft_wrap=True)
     if not found.submissions and not found.refused:
         console.print(f"[red]No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.[/red]")
         return EXIT_ERROR
@@ -442,9 +443,9 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
             console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
             return EXIT_ERROR
     for student, why in stored.skipped:
-        console.print(f"[yellow]Not stored for {student}:[/yellow] {why}", highlight=False)
+        console.print(f"[yellow]Not stored for {student}:[/yellow] {why}", highlight=False, soft_wrap=True)
     for student, why in stored.failed:
-        console.print(f"[red]nbgrader could not autograde {student}:[/red] {why}", highlight=False)
+        console.print(f"[red]nbgrader could not autograde {student}:[/red] {why}", highlight=False, soft_wrap=True)
     course = course.resolve()
     console.print(f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
                   f"in autograded/. There, `nbgrader export` writes grades.csv and "
