@@ -16,6 +16,7 @@ to ``autograded/<student>/<assignment>/``. ``nbgrader export``,
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,15 @@ def course_config(course: Path, exercise_id: str):
                                 f"in {course} first")
     config = Config()
     if (course / "nbgrader_config.py").is_file():
-        config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+        # The course's config sets environment variables and warning filters for the kernels nbgrader
+        # starts; no kernel starts here, and this process keeps its own.
+        environment = dict(os.environ)
+        try:
+            with warnings.catch_warnings():
+                config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
     config.CourseDirectory.root = str(course)
     with Gradebook(f"sqlite:///{database}", config.CourseDirectory.get("course_id", "default_course")) as gradebook:
         try:
