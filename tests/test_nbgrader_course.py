@@ -217,6 +217,7 @@ def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, b
            "is a symbolic link: it was not read" in printed
     assert "Autograded 4 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
     assert "written answer worth 2 points" in printed
+    assert batch.result.stderr.strip() == ""
     assert scores(batch.course) == scores(term.course)
 
 
@@ -269,10 +270,12 @@ def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, ba
 
 
 def test_export_and_feedback_work_after_batch(batch):
-    nbgrader(batch.course, "export")
+    export = nbgrader(batch.course, "export")
     exported = (batch.course / "grades.csv").read_text(encoding="utf-8")
     assert "alice" in exported and "bob" in exported
-    nbgrader(batch.course, "generate_feedback", "exercise3")
+    feedback_run = nbgrader(batch.course, "generate_feedback", "exercise3")
+    for run in (export, feedback_run):
+        assert "WARNING" not in run.stdout + run.stderr, run.stdout + run.stderr
     feedback = (batch.course / "feedback" / "bob" / "exercise3" / "exercise3.html").read_text(encoding="utf-8")
     assert "mask.propagates" in feedback and "supports_masking is False" in feedback
     assert "mask: 5 of 6 points" in feedback
