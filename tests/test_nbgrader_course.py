@@ -218,7 +218,10 @@ def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, b
     assert "Autograded 4 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
     assert "written answer worth 2 points" in printed
     assert batch.result.stderr.strip() == ""
-    assert scores(batch.course) == scores(term.course)
+    stored = scores(batch.course)
+    assert stored == scores(term.course)
+    assert autograded(stored["dave"]) == AUTOGRADED_POINTS  # the answer that writes to stderr
+    assert autograded(stored["carol"]) == 0  # the stub
 
 
 def _cell_outputs(notebook_path: Path) -> dict[str, list]:
