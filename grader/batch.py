@@ -10,9 +10,12 @@ is known, so an interrupted batch keeps what it finished.
 With ``--gradebook COURSE`` the verdicts then go through nbgrader's own
 autograde, without executing the notebooks again (``grader.gradebook``).
 
-Outputs in the ``--out`` folder:
-- ``verdicts.jsonl``: one JSON verdict per line (the grading contract), ``submission`` the path graded;
-- ``summary.csv``: id, status, score, max_score, seconds, submission;
+Outputs in the ``--out`` folder, sorted by id once the run ends:
+- ``verdicts.jsonl``: one JSON verdict per line (the grading contract), ``submission`` the path
+  graded, plus ``id``, ``student`` (nbgrader's, or null), ``graded_at`` (UTC), ``seed``,
+  ``grader_version`` and ``manual_points`` (points of answers graded by hand in nbgrader, which
+  no autograded score includes);
+- ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points;
 - ``gradescope/<id>/results.json``: the verdict in Gradescope's results format.
 """
 
@@ -27,7 +30,8 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import exercises
@@ -39,49 +43,234 @@ from .sandbox import (
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
+# Besides a submitted/ folder, the signs that a folder is an nbgrader course.
+COURSE_MARKERS = ("nbgrader_config.py", "gradebook.db")
 
 
 @dataclass(frozen=True)
 class Submission:
     id: str
     path: Path
+    student: str | None = None  # nbgrader's student, for a file in submitted/<student>/<exercise>/
+    refused: str | None = None  # why the file is not read: its row is an error
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: Path
+    why: str
+
+
+@dataclass
+class Discovery:
+    """What ``survey`` found under the paths given."""
+
+    submissions: list[Submission] = field(default_factory=list)  # to grade
+    refused: list[Submission] = field(default_factory=list)  # error rows, never read
+    skipped: list[Skipped] = field(default_factory=list)  # not a submission of this exercise
+    searched: list[tuple[Path, Path]] = field(default_factory=list)  # (course given, its submitted/ folder)
+
+
+class LayoutError(ValueError):
+    """A path given cannot be searched for submissions; the message says what to give instead."""
 
 
 def discover(paths: list[Path], exercise_id: str) -> list[Submission]:
-    """Every .py or .ipynb file under ``paths``. In nbgrader's ``submitted/<student>/<assignment>/``
-    layout the id is the student; otherwise the file's path below the folder given."""
-    found: list[tuple[str, Path]] = []
-    for root in paths:
-        root = Path(root)
+    """The submissions to grade under ``paths`` (``survey`` also says what it skipped or refused)."""
+    return survey(paths, exercise_id).submissions
+
+
+def survey(paths: list[Path], exercise_id: str) -> Discovery:
+    """Find the submissions of ``exercise_id`` under ``paths``.
+
+    In nbgrader's layout (an nbgrader course folder, its ``submitted/``, a student's folder in it
+    or a student's assignment folder) only ``submitted/<student>/<exercise>/`` is graded, one file
+    per student, the student being its id: ``<exercise>.ipynb``, else ``<exercise>.py``, else the
+    only notebook or ``.py`` file there. Other assignments and stray files are skipped and listed.
+    Elsewhere every ``.py`` or ``.ipynb`` file is graded, its id being its path below the folder
+    given. A symbolic link where a submission would be, or a file that resolves outside the path
+    given, is refused: an error row, never read. Ids are unique, and a student's id is always the
+    student's own name.
+    """
+    found = Discovery()
+    for given in paths:
+        given = Path(given)
+        if not given.exists():
+            raise FileNotFoundError(f"{given} does not exist")
+        root = given.resolve()
         if root.is_file():
-            files = [root] if root.suffix in SUFFIXES else []
-            base = root.parent
-        elif root.is_dir():
-            files = sorted(
-                p for p in root.rglob("*")
-                if p.is_file() and p.suffix in SUFFIXES and not (set(p.relative_to(root).parts[:-1]) & SKIPPED_FOLDERS)
-            )
-            base = root
+            _add_file(found, given.absolute(), root.parent, exercise_id)
+        elif _is_course(root):
+            submitted = root / "submitted"
+            if not submitted.is_dir() or submitted.is_symlink():
+                raise LayoutError(f"{given} is an nbgrader course folder without a submitted/ folder: collect "
+                                  "the submissions first (nbgrader collect or zip_collect), or give the folder "
+                                  "that holds them")
+            found.searched.append((root, submitted))
+            _students(found, submitted, exercise_id)
+        elif root.name == "submitted":
+            _students(found, root, exercise_id)
+        elif root.parent.name == "submitted":
+            _student(found, root, root.name, exercise_id)
+        elif root.parent.parent.name == "submitted":
+            if root.name == exercise_id:
+                _assignment(found, root, root.parent.name, exercise_id)
+            else:
+                found.skipped.append(Skipped(root, f"another assignment ({root.name}), not {exercise_id}"))
         else:
-            raise FileNotFoundError(f"{root} does not exist")
-        for path in files:
-            found.append((_identify(path, base), path.resolve()))
-    submissions, seen = [], {}
-    for identity, path in found:
-        count = seen.get(identity, 0)
-        seen[identity] = count + 1
-        submissions.append(Submission(identity if count == 0 else f"{identity}-{count + 1}", path))
-    return submissions
+            _loose(found, root)
+    found.submissions, found.refused = _unique(found.submissions, found.refused)
+    return found
+
+
+def _is_course(folder: Path) -> bool:
+    return (folder / "submitted").is_dir() or any((folder / marker).exists() for marker in COURSE_MARKERS)
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".") or name in SKIPPED_FOLDERS
+
+
+def _entries(folder: Path) -> list[os.DirEntry]:
+    with os.scandir(folder) as scan:
+        return sorted((e for e in scan if not _hidden(e.name)), key=lambda e: e.name)
+
+
+def _students(found: Discovery, submitted: Path, exercise_id: str) -> None:
+    for entry in _entries(submitted):
+        path = Path(entry.path)
+        if entry.is_symlink():
+            if path.suffix in SUFFIXES or entry.is_dir():
+                found.refused.append(Submission(entry.name, path, entry.name, "is a symbolic link"))
+            else:
+                found.skipped.append(Skipped(path, "not a student's folder"))
+        elif entry.is_dir(follow_symlinks=False):
+            _student(found, path, entry.name, exercise_id)
+        else:
+            found.skipped.append(Skipped(path, "not in a student's folder"))
+
+
+def _student(found: Discovery, folder: Path, student: str, exercise_id: str) -> None:
+    handed_in = []
+    for entry in _entries(folder):
+        path = Path(entry.path)
+        if entry.name == exercise_id and entry.is_symlink():
+            found.refused.append(Submission(student, path, student, "is a symbolic link"))
+            handed_in.append(entry.name)
+        elif entry.name == exercise_id and entry.is_dir(follow_symlinks=False):
+            _assignment(found, path, student, exercise_id)
+            handed_in.append(entry.name)
+        elif entry.is_dir(follow_symlinks=False):
+            found.skipped.append(Skipped(path, f"another assignment ({entry.name}), not {exercise_id}"))
+        else:
+            found.skipped.append(Skipped(path, f"not in an assignment folder of {student}"))
+    if not handed_in:
+        found.skipped.append(Skipped(folder, f"{student} has no {exercise_id} folder"))
+
+
+def _assignment(found: Discovery, folder: Path, student: str, exercise_id: str) -> None:
+    """One student's submission of the exercise: the file graded, the others listed."""
+    candidates = _files(folder)
+    by_name = {p.relative_to(folder).as_posix(): p for p in candidates}
+    top = [p for p in candidates if p.parent == folder]
+    chosen = by_name.get(f"{exercise_id}.ipynb") or by_name.get(f"{exercise_id}.py") or (
+        top[0] if len(top) == 1 else None)
+    if chosen is None:
+        if candidates:
+            names = ", ".join(p.relative_to(folder).as_posix() for p in candidates)
+            why = (f"holds several files that could be the answer ({names}) and none is named "
+                   f"{exercise_id}.ipynb")
+        else:
+            why = "holds no .ipynb or .py file"
+        found.refused.append(Submission(student, folder, student, why))
+        return
+    for other in candidates:
+        if other != chosen:
+            found.skipped.append(Skipped(other, f"not the file graded for {student} ({chosen.name})"))
+    _add(found, Submission(student, chosen, student), folder)
+
+
+def _files(folder: Path) -> list[Path]:
+    """The .py and .ipynb files under ``folder``, symbolic links included, without following any."""
+    files = []
+    for current, folders, names in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not _hidden(f))
+        files += [Path(current) / n for n in sorted(names) if not _hidden(n) and Path(n).suffix in SUFFIXES]
+    return files
+
+
+def _loose(found: Discovery, root: Path) -> None:
+    for current, folders, names in os.walk(root):
+        for name in sorted(folders):
+            if not _hidden(name) and (Path(current) / name).is_symlink():
+                found.skipped.append(Skipped(Path(current) / name, "a symbolic link to a folder, not followed"))
+        folders[:] = sorted(f for f in folders if not _hidden(f))
+        for name in sorted(names):
+            path = Path(current) / name
+            if _hidden(name):
+                continue
+            if path.suffix in SUFFIXES:
+                _add_file(found, path, root, None)
+
+
+def _add_file(found: Discovery, path: Path, base: Path, exercise_id: str | None) -> None:
+    """A file found outside nbgrader's layout, or given by name."""
+    if path.suffix not in SUFFIXES:
+        found.skipped.append(Skipped(path, "not a .py or .ipynb file"))
+        return
+    student = _layout_student(path, exercise_id) if exercise_id else None
+    _add(found, Submission(student or _identify(path, base), path, student), base)
+
+
+def _layout_student(path: Path, exercise_id: str) -> str | None:
+    """The student of a file given by name at ``submitted/<student>/<exercise>/<file>``."""
+    parts = path.absolute().parts
+    if len(parts) >= 4 and parts[-4] == "submitted" and parts[-2] == exercise_id:
+        return parts[-3]
+    return None
+
+
+def _add(found: Discovery, submission: Submission, inside: Path) -> None:
+    path = submission.path
+    if path.is_symlink():
+        found.refused.append(replace(submission, refused="is a symbolic link"))
+    elif not path.resolve().is_relative_to(inside.resolve()):
+        found.refused.append(replace(submission, refused=f"resolves outside {inside}"))
+    else:
+        found.submissions.append(replace(submission, path=path.resolve()))
 
 
 def _identify(path: Path, base: Path) -> str:
-    parts = path.resolve().parts
-    if "submitted" in parts:
-        index = len(parts) - 1 - parts[::-1].index("submitted")
-        if len(parts) > index + 2:
-            return parts[index + 1]
-    relative = path.resolve().relative_to(base.resolve()) if path.resolve().is_relative_to(base.resolve()) else path
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(relative.with_suffix("")))
+    """A file's id outside nbgrader's layout: its path below the folder given, without suffix."""
+    path, base = path.absolute(), base.absolute()
+    relative = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
+
+
+def _unique(submissions: list[Submission], refused: list[Submission]):
+    """One row per file, and one id per row: the same file found twice is graded once; a student
+    keeps the student's own name (the first, if folders of two courses hold the same name), and any
+    other row whose id is taken gets the first free ``<id>-<n>``, never an id that a student or
+    another file has as its own."""
+    seen, graded = set(), []
+    for submission in submissions:
+        if submission.path not in seen:
+            seen.add(submission.path)
+            graded.append(submission)
+    rows = [(s, True) for s in graded] + [(s, False) for s in refused]
+    reserved = {s.id for s, _ in rows}
+    order = sorted(range(len(rows)), key=lambda i: rows[i][0].student is None)  # students first
+    taken, named = set(), {}
+    for index in order:
+        base = rows[index][0].id
+        identity, count = base, 1
+        while identity in taken or (identity != base and identity in reserved):
+            count += 1
+            identity = f"{base}-{count}"
+        taken.add(identity)
+        named[index] = replace(rows[index][0], id=identity)
+    ordered = [named[i] for i in range(len(rows))]
+    return [s for s, (_, ok) in zip(ordered, rows) if ok], [s for s, (_, ok) in zip(ordered, rows) if not ok]
 
 
 class Workers:
@@ -196,24 +385,96 @@ class Result:
     seconds: float
 
 
-class Outputs:
-    """Writes each result as it arrives: nothing is lost if the batch stops half way."""
+RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope")
+SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
 
-    def __init__(self, folder: Path):
+
+def refused_result(exercise_id: str, submission: Submission) -> Result:
+    """The error row of a submission that was refused: nothing of it was read or run."""
+    from .grading import max_points
+    from .verdict import error_verdict
+
+    message = f"{submission.path} {submission.refused}, so nothing was graded."
+    if submission.refused == "is a symbolic link":
+        message += " A submission must be the file itself."
+    verdict = error_verdict(exercise_id, str(submission.path), message, max_points(exercise_id), {})
+    return Result(submission, verdict, 0.0)
+
+
+class ResultsFolderError(Exception):
+    """The results folder cannot be used as it is; the message says what to do."""
+
+
+def prepare_results_folder(folder: Path, force: bool = False) -> None:
+    """Check that ``folder`` can take a run's results before anything is graded: it is new or
+    empty, or ``force`` is given, and then the results of an earlier run in it are removed (nothing
+    else is)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ResultsFolderError(f"{folder} is a file: --out takes a folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        if not force:
+            raise ResultsFolderError(f"{folder} is not empty: give a new folder, or --force to replace the "
+                                     "results of an earlier run in it")
+        _remove_results(folder)
+
+
+def _remove_results(folder: Path) -> None:
+    for name in RESULT_FILES:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+class Outputs:
+    """Writes each result as it arrives, so nothing is lost if the batch stops half way, and on
+    closing rewrites ``summary.csv`` and ``verdicts.jsonl`` sorted by id. A new ``Outputs`` first
+    removes the results of an earlier run in the folder (a student graded then and not now must
+    not keep a stale ``gradescope/<id>/``); ``append=True`` adds rows to the run already there."""
+
+    def __init__(self, folder: Path, append: bool = False):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._jsonl = open(self.folder / "verdicts.jsonl", "w", encoding="utf-8")
-        self._csv_file = open(self.folder / "summary.csv", "w", encoding="utf-8", newline="")
+        self._rows: list[tuple[str, list, str]] = []  # (id, summary row, verdicts line)
+        if append:
+            self._rows = self._read_rows()
+        else:
+            _remove_results(self.folder)
+        self._jsonl = open(self.folder / "verdicts.jsonl", "a" if append else "w", encoding="utf-8")
+        self._csv_file = open(self.folder / "summary.csv", "a" if append else "w", encoding="utf-8", newline="")
         self._csv = csv.writer(self._csv_file)
-        self._csv.writerow(["id", "status", "score", "max_score", "seconds", "submission"])
+        if not append:
+            self._csv.writerow(SUMMARY_COLUMNS)
+
+    def _read_rows(self) -> list[tuple[str, list, str]]:
+        try:
+            with open(self.folder / "summary.csv", encoding="utf-8", newline="") as handle:
+                summary = list(csv.reader(handle))[1:]
+            lines = (self.folder / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise ResultsFolderError(f"{self.folder} holds no earlier results to add to") from None
+        by_id = {json.loads(line)["id"]: line for line in lines if line.strip()}
+        return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
     def write(self, result: Result) -> None:
+        from . import __version__
+        from .notebooks import manual_points
+
         verdict = result.verdict
-        self._jsonl.write(json.dumps(verdict.to_json()) + "\n")
+        manual = manual_points(verdict.exercise)
+        record = dict(verdict.to_json(), id=result.submission.id, student=result.submission.student,
+                      graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual)
+        line = json.dumps(record)
+        row = [result.submission.id, verdict.status, verdict.score, verdict.max_score, f"{result.seconds:.2f}",
+               verdict.submission, f"{manual:g}"]
+        self._jsonl.write(line + "\n")
         self._jsonl.flush()
-        self._csv.writerow([result.submission.id, verdict.status, verdict.score, verdict.max_score,
-                            f"{result.seconds:.2f}", verdict.submission])
+        self._csv.writerow(row)
         self._csv_file.flush()
+        self._rows.append((result.submission.id, row, line))
         folder = self.folder / "gradescope" / result.submission.id
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps(gradescope(verdict), indent=1), encoding="utf-8")
@@ -221,6 +482,19 @@ class Outputs:
     def close(self) -> None:
         self._jsonl.close()
         self._csv_file.close()
+        rows = sorted(self._rows, key=lambda r: r[0])
+        with open(self.folder / "summary.csv", "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(SUMMARY_COLUMNS)
+            writer.writerows(row for _, row, _ in rows)
+        (self.folder / "verdicts.jsonl").write_text("".join(line + "\n" for _, _, line in rows if line),
+                                                    encoding="utf-8")
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def gradescope(verdict) -> dict:

@@ -3,7 +3,7 @@
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
-    grade nbgrader-course DIR [--force]
+    grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
-       grade nbgrader-course DIR [--force]
-       grade batch PATH... --exercise EXERCISE --out DIR [--jobs N] [--gradebook COURSE]"""
+       grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
+       grade batch [PATH...] --exercise EXERCISE --out DIR [--force] [--jobs N] [--gradebook COURSE]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
@@ -323,15 +323,24 @@ def hint_command(argv: list[str]) -> int:
 def batch_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade batch",
-        description="Grade every .py or .ipynb submission under the paths given (nbgrader's "
-                    "submitted/<student>/<assignment>/ layout included: the student is the id). "
-                    "TensorFlow is imported once; each submission runs in its own forked child with "
-                    "the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv and "
-                    "gradescope/<id>/results.json into --out as results arrive.",
+        description="Grade every submission of an exercise under the paths given. In nbgrader's layout (a "
+                    "course folder, its submitted/ folder, or folders in it) only "
+                    "submitted/<student>/<exercise>/ is graded, one file per student, the student being the id; "
+                    "other assignments and stray files are listed and skipped. Elsewhere every .py or .ipynb "
+                    "file is graded. TensorFlow is imported once; each submission runs in its own forked child "
+                    "with the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv and "
+                    "gradescope/<id>/results.json into --out.",
+        epilog="exit codes: 0 every submission found was graded (and, with --gradebook, stored), whatever its "
+               "score; 2 nothing to grade, a bad option, or some result not stored in the gradebook.",
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="submission files or folders")
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="submission files or folders, or an nbgrader course folder (default: the --gradebook "
+                             "course)")
     parser.add_argument("--exercise", required=True, help=f"one of {', '.join(exercises.EXERCISES)}")
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the results")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for the results: new or empty, unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results of an earlier run in --out (other files there are kept)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="submissions graded at once (default: the cores available)")
     parser.add_argument("--gradebook", type=Path, metavar="COURSE",
@@ -343,6 +352,11 @@ def batch_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    paths = args.paths or ([args.gradebook] if args.gradebook is not None else [])
+    if not paths:
+        parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
     if args.gradebook is not None:  # refused before grading, not after
         from .gradebook import course_config
 
@@ -350,48 +364,79 @@ def batch_command(argv: list[str]) -> int:
             course_config(args.gradebook, exercise.id)
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
-    if args.jobs is not None and args.jobs < 1:
-        parser.error(f"--jobs must be at least 1, got {args.jobs}")
 
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .batch import discover, run_batch
-    from .report import batch_summary
+    from .batch import LayoutError, ResultsFolderError, prepare_results_folder, survey
 
     try:
-        submissions = discover(args.paths, exercise.id)
-    except FileNotFoundError as exc:
+        found = survey(paths, exercise.id)
+        prepare_results_folder(args.out, args.force)
+    except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
         parser.error(str(exc))
+
+    from rich.console import Console
+
     console = Console()
-    if not submissions:
-        console.print("[yellow]No .py or .ipynb submission found under the paths given.[/yellow]")
-        return 0
-    counts = {"passed": 0, "failed": 0, "error": 0}
+    for course, submitted in found.searched:
+        console.print(f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.",
+                      highlight=False, soft_wrap=True)
+    if found.skipped:
+        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
+        for skipped in found.skipped:
+            console.print(f"  {skipped.path}: {skipped.why}", highlight=False, markup=False, soft_wrap=True)
+    if not found.submissions and not found.refused:
+        console.print(f"[red]No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.[/red]")
+        return EXIT_ERROR
+    results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
+
+    from .notebooks import manual_note
+    from .report import batch_summary
+
+    console.print(batch_summary(results, args.out.resolve()))
+    note = manual_note(exercise.id)
+    if note:
+        console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
+    if args.gradebook is not None:
+        return store_in_gradebook(args.gradebook, exercise.id, results, console)
+    return 0
+
+
+def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> list:
+    """Grade what ``survey`` found, with a progress bar; refused submissions become error rows."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .batch import Outputs, refused_result, run_batch
+
+    refused = [refused_result(exercise_id, submission) for submission in found.refused]
+    counts = {"passed": 0, "failed": 0, "error": len(refused)}
 
     def describe() -> str:
         return (f"[green]{counts['passed']} passed[/green]  [red]{counts['failed']} failed[/red]  "
                 f"[magenta]{counts['error']} error[/magenta]")
 
-    with Progress(TextColumn(f"Grading {exercise.id}"), BarColumn(), MofNCompleteColumn(),
+    graded: list = []
+    with Progress(TextColumn(f"Grading {exercise_id}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task(describe(), total=len(submissions))
+        task = progress.add_task(describe(), total=len(found.submissions) + len(refused), completed=len(refused))
 
         def advance(result):
             counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
             progress.update(task, advance=1, description=describe())
 
-        results = run_batch(exercise.id, submissions, args.out, settings, args.jobs, on_result=advance)
-    console.print(batch_summary(results, args.out.resolve()))
-    if args.gradebook is not None:
-        return store_in_gradebook(args.gradebook, exercise.id, results, console)
-    return 0
+        try:
+            if found.submissions:
+                graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance)
+        finally:  # the refused rows join the results folder, even after an interrupted run
+            with Outputs(out, append=bool(found.submissions)) as outputs:
+                for result in refused:
+                    outputs.write(result)
+    return refused + graded
 
 
 def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .gradebook import store
+    from .notebooks import manual_points
 
     with Progress(TextColumn("Storing in the gradebook"), BarColumn(), MofNCompleteColumn(),
                   console=console) as progress:
@@ -402,13 +447,21 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
             console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
             return EXIT_ERROR
     for student, why in stored.skipped:
-        console.print(f"[yellow]Not stored for {student}: {why}[/yellow]")
+        console.print(f"[yellow]Not stored for {student}:[/yellow] {why}", highlight=False, soft_wrap=True)
     for student, why in stored.failed:
-        console.print(f"[red]nbgrader could not autograde {student}: {why}[/red]")
+        console.print(f"[red]nbgrader could not autograde {student}:[/red] {why}", highlight=False, soft_wrap=True)
+    course = course.resolve()
     console.print(f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
                   f"in autograded/. There, `nbgrader export` writes grades.csv and "
-                  f"`nbgrader generate_feedback {exercise_id}` the feedback.")
-    return EXIT_ERROR if stored.failed else 0
+                  f"`nbgrader generate_feedback {exercise_id}` the feedback.", highlight=False)
+    manual = manual_points(exercise_id)
+    if manual and stored.students:
+        console.print(f"Each of them also has {manual:g} points of written answer to grade by hand in formgrader: "
+                      f"until then nbgrader's totals hold the autograded score only.")
+    if not stored.complete:
+        console.print(f"[red]{len(stored.skipped) + len(stored.failed)} result(s) are not in the gradebook.[/red]")
+        return EXIT_ERROR
+    return 0
 
 
 # --------------------------------------------------------------------------- nbgrader
@@ -417,31 +470,40 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
 def course_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade nbgrader-course",
-        description="Write an nbgrader course folder: nbgrader_config.py and source/<exercise>/<exercise>.ipynb "
-                    "for every exercise. Then, in that folder: nbgrader generate_assignment exercise3, and "
-                    "after collecting: nbgrader autograde exercise3.",
+        description="Write an nbgrader course: nbgrader_config.py and source/<exercise>/<exercise>.ipynb for "
+                    "every exercise (or those of --exercises). Other files in the folder, notebooks of your "
+                    "own included, are left alone. Then, in that folder: nbgrader generate_assignment "
+                    "exercise3, and after collecting: nbgrader autograde exercise3.",
+        epilog="Release exercise5 only after exercise1 and exercise3 are due: its answer cell carries their "
+               "reference layers.",
     )
     parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
-    parser.add_argument("--force", action="store_true", help="overwrite notebooks or a config that differ")
+    parser.add_argument("--exercises", nargs="+", metavar="EXERCISE",
+                        help=f"write only these exercises (default: all of {', '.join(exercises.EXERCISES)})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace course files that differ from what would be written, keeping a copy of "
+                             "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
+    chosen = None
+    if args.exercises:
+        chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
 
-    from .notebooks import write_course
+    from .notebooks import CourseError, update_course
 
-    folder = args.folder.resolve()
-    existing = [p for p in [folder / "nbgrader_config.py", *folder.glob("source/*/*.ipynb")] if p.exists()]
-    if existing and not args.force:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as scratch:
-            fresh = {p.relative_to(scratch): p.read_bytes() for p in write_course(Path(scratch))}
-            changed = [p for p in existing if fresh.get(p.relative_to(folder)) != p.read_bytes()]
-        if changed:
-            parser.error("these files exist and differ from what would be written (use --force to "
-                         "overwrite them): " + ", ".join(str(p) for p in changed))
-    written = write_course(folder)
-    for path in written:
+    try:
+        update = update_course(args.folder, chosen, force=args.force)
+    except CourseError as exc:
+        parser.error(str(exc))
+    for path in update.written:
         print(f"wrote {path}")
-    print(f"Next: cd {folder} && nbgrader generate_assignment exercise3")
+    for path in update.unchanged:
+        print(f"unchanged {path}")
+    for replaced, backup in update.backups:
+        print(f"kept the earlier {replaced.name} as {backup}")
+    for note in update.notes:
+        print(f"Note: {note}")
+    first = (chosen or list(exercises.EXERCISES))[0]
+    print(f"Next: cd {args.folder.resolve()} && nbgrader generate_assignment {first}")
     return 0
 
 

@@ -4,11 +4,11 @@
 forked child, as ``grade`` does). Here nbgrader's ``Autograde`` converter runs
 for each student with one step swapped: instead of ``Execute``, which would
 start a kernel and run the notebook again, ``VerdictOutputs`` gives every test
-cell the output its hidden tests print in a real run (the check lines, and for
-a topic with a failed check the AssertionError that ``assert_topic`` raises),
-taken from the verdict. Everything else is nbgrader's: the submission is
-sanitised (locked cells restored), scores are saved cell by cell (a cell with
-an error scores 0), late penalties applied and the autograded notebook written
+cell the output its hidden tests give in a real run, taken from the verdict:
+the check lines, then the points the topic earned (nbgrader's partial credit)
+or, for a topic that earned nothing, the AssertionError. Everything else is
+nbgrader's: the submission is sanitised (locked cells restored), scores are
+saved cell by cell, late penalties applied and the autograded notebook written
 to ``autograded/<student>/<assignment>/``. ``nbgrader export``,
 ``nbgrader generate_feedback`` and formgrader then work as after
 ``nbgrader autograde``.
@@ -16,6 +16,7 @@ to ``autograded/<student>/<assignment>/``. ``nbgrader export``,
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,21 +32,30 @@ class CellCannotBeScored(Exception):
 @dataclass
 class Stored:
     students: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (student, why): not in the course's layout
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (student or id, why): not the course's notebook
     failed: list[tuple[str, str]] = field(default_factory=list)  # (student, why): nbgrader's autograde failed
+
+    @property
+    def complete(self) -> bool:
+        """Every result was stored."""
+        return not self.skipped and not self.failed
 
 
 def topic_outputs(verdict, topic: str) -> list:
-    """The outputs a test cell of ``topic`` shows after ``assert_topic`` ran on this verdict."""
+    """The outputs a test cell of ``topic`` shows after ``assert_topic`` ran on this verdict: the
+    lines it prints, then the points it returns (nbgrader's partial credit) or the error it raises."""
     import nbformat
 
-    lines, failure = topic_report(verdict, topic)
+    lines, failure, points = topic_report(verdict, topic)
     outputs = []
     if lines:
         outputs.append(nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines) + "\n"))
     if failure is not None:
         outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=failure,
                                               traceback=[f"AssertionError: {failure}"]))
+    else:
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)},
+                                              execution_count=None))
     return outputs
 
 
@@ -90,7 +100,15 @@ def course_config(course: Path, exercise_id: str):
                                 f"in {course} first")
     config = Config()
     if (course / "nbgrader_config.py").is_file():
-        config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+        # The course's config sets environment variables and warning filters for the kernels nbgrader
+        # starts; no kernel starts here, and this process keeps its own.
+        environment = dict(os.environ)
+        try:
+            with warnings.catch_warnings():
+                config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
     config.CourseDirectory.root = str(course)
     with Gradebook(f"sqlite:///{database}", config.CourseDirectory.get("course_id", "default_course")) as gradebook:
         try:
@@ -119,8 +137,8 @@ def _is_execute(step) -> bool:
 
 def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
     """Autograde, in nbgrader's sense, each result whose submission is the notebook
-    ``COURSE/submitted/<student>/<exercise>/<exercise>.ipynb``, using its verdict.
-    The course must be ready (``course_config``)."""
+    ``COURSE/submitted/<student>/<exercise>/<exercise>.ipynb`` of its student, using its verdict;
+    list the others with the reason. The course must be ready (``course_config``)."""
     from nbgrader.apps.api import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from sqlalchemy.exc import SAWarning
@@ -132,10 +150,11 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
     verdict_outputs = _verdict_outputs_class()
     stored = Stored()
     for result in results:
-        student = result.submission.id
-        expected = course / "submitted" / student / exercise_id / f"{exercise_id}.ipynb"
-        if Path(result.submission.path).resolve() != expected:
-            stored.skipped.append((student, f"not a notebook at {expected.relative_to(course)}"))
+        submission = result.submission
+        student = getattr(submission, "student", None)
+        why = _not_storable(course, exercise_id, submission)
+        if why is not None:
+            stored.skipped.append((student or submission.id, why))
         else:
             step = verdict_outputs(exercise_id=exercise_id, topics=topics, verdict=result.verdict)
             config.Autograde.autograde_preprocessors = [step if _is_execute(s) else s for s in steps]
@@ -149,8 +168,25 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
             else:
                 stored.failed.append((student, _why(outcome)))
         if on_student is not None:
-            on_student(student)
+            on_student(student or submission.id)
     return stored
+
+
+def _not_storable(course: Path, exercise_id: str, submission) -> str | None:
+    """Why nbgrader cannot autograde this submission in ``course``, or None."""
+    path = Path(submission.path)
+    if getattr(submission, "refused", None):
+        return f"{path} {submission.refused}: it was not read"
+    student = getattr(submission, "student", None)
+    if student is None:
+        return f"{path} is not in {course / 'submitted'}/<student>/{exercise_id}/"
+    expected = course / "submitted" / student / exercise_id / f"{exercise_id}.ipynb"
+    linked = [p for p in (expected, *expected.parents) if p.is_relative_to(course / "submitted") and p.is_symlink()]
+    if linked:
+        return f"{linked[-1]} is a symbolic link: nbgrader would read what it points to"
+    if path.resolve() != expected:
+        return f"{path} is not {expected}, the notebook nbgrader autogrades"
+    return None
 
 
 def _why(outcome: dict) -> str:

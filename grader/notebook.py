@@ -1,17 +1,29 @@
 """The grader inside a notebook: what the hidden test cells of the nbgrader course call.
 
-``assert_topic("exercise3", "weights")`` finds the answer the kernel executed
-(the last cell that defines the exercise's class or function), grades it the
-same way ``grade`` does — in a child process, once per kernel and answer — and
-raises AssertionError naming every failed check of that topic, with its
-message, so nbgrader scores the cell 0 and its feedback shows why. Nothing is
-written to stderr: nbgrader would zero a correct cell for it.
+A test cell of the course ends with ``assert_topic("exercise3", "mask")``. It
+finds the answer the kernel executed (the last cell that defines the
+exercise's class or function), grades it the same way ``grade`` does — in a
+child process, once per kernel and answer — prints each check of the topic with
+its points and the message of every check that did not pass, and returns the
+points the topic earned as a plain float. The cell ends with that number, so
+nbgrader scores the cell by it (partial credit): the cells of a notebook add
+up to ``grade``'s score of the same answer. A topic that earned nothing, or an
+answer that could not be graded, raises AssertionError instead (0 points either
+way, and the feedback shows it as a failure).
+
+nbgrader gives 0 points to a test cell with any stderr output, and the student's
+code runs in the same kernel: while it grades, ``assert_topic`` keeps Python
+warnings and writes to ``sys.stderr`` out of the cell, so an answer that logs
+or warns loses nothing.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import tempfile
+import warnings
 from pathlib import Path
 
 from . import exercises
@@ -53,28 +65,39 @@ def verdict_for(exercise_id: str, source: str):
     return _VERDICTS[key]
 
 
-def assert_topic(exercise_id: str, topic: str) -> None:
+def assert_topic(exercise_id: str, topic: str) -> float:
+    """Grade the executed answer (once per kernel) and return the points ``topic`` earned;
+    raise AssertionError when it earned none."""
     exercise = exercises.get(exercise_id)
-    verdict = verdict_for(exercise_id, answer_source(exercise.target, _history()))
-    lines, failure = topic_report(verdict, topic)
-    for line in lines:
-        print(line)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        verdict = verdict_for(exercise_id, answer_source(exercise.target, _history()))
+    lines, failure, points = topic_report(verdict, topic)
+    if lines:
+        print("\n".join(lines))  # one write: one stream output, as grade batch --gradebook writes it
     if failure is not None:
         raise AssertionError(failure)
+    return points
 
 
-def topic_report(verdict, topic: str) -> tuple[list[str], str | None]:
-    """What a test cell of ``topic`` prints for this verdict, and the failure it raises (None if
-    every check of the topic passed). ``grade batch --gradebook`` writes the same as cell outputs."""
+def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
+    """What a test cell of ``topic`` prints for this verdict, the failure it raises (None unless
+    the topic earned nothing) and the points it returns. ``grade batch --gradebook`` writes the
+    same as cell outputs."""
     if verdict.status == "error":
-        return [], f"Your answer could not be graded: {verdict.error}"
+        return [], f"Your answer could not be graded: {verdict.error}", 0.0
     checks = [c for c in verdict.checks if c.topic == topic]
     if not checks:
-        return [], f"The grader has no {topic} checks for {verdict.exercise}."
+        return [], f"The grader has no {topic} checks for {verdict.exercise}.", 0.0
+    points = round(sum(c.points for c in checks), 6)
+    max_points = round(sum(c.max_points for c in checks), 6)
     lines = [f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}"
              for c in checks]
     failed = [c for c in checks if c.status != "passed"]
-    if not failed:
-        return lines, None
-    details = "\n\n".join(f"{c.title} ({c.id}, {c.status}):\n{c.message}" for c in failed)
-    return lines, f"{len(failed)} of {len(checks)} {topic} check(s) did not pass.\n\n{details}"
+    details = [f"{c.title} ({c.id}, {c.status}):\n{c.message}" for c in failed]
+    summary = f"{topic}: {points:g} of {max_points:g} points"
+    if failed and points == 0:
+        return lines, f"{summary}; {len(failed)} of {len(checks)} check(s) did not pass.\n\n" + "\n\n".join(details), 0.0
+    if failed:
+        lines += [""] + "\n\n".join(details).splitlines()
+    return lines + ["", summary], None, float(points)

@@ -1,38 +1,56 @@
-"""The nbgrader course, end to end with the real nbgrader: release, submit, autograde, gradebook, feedback."""
+"""The nbgrader course, end to end with the real nbgrader: a term's course with several assignments and
+stray files; release, submit, `nbgrader autograde`, `grade batch --gradebook`, feedback and export.
+One submission, one score, on every path."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 
-from grader import exercises
+from grader import cli, exercises
 from grader.grading import grade
-from grader.notebooks import build_notebook, write_course
+from grader.notebooks import build_notebook, notebook_instructions, update_course, write_course
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+# The book's encoder: no supports_masking, so one 1-point check of the 6-point mask topic fails.
+BOOK = SOLUTION.replace("        self.supports_masking = True\n", "")
+# A correct encoder that writes to stderr every way a student's code does.
+NOISY = "import logging, sys, warnings\nwarnings.simplefilter('default')\n\n" + SOLUTION.replace(
+    "        proj_input = self.layernorm_1(inputs + attention_output)\n",
+    "        logging.warning('encoding a batch of %d', inputs.shape[0])\n"
+    "        print('debug: attention done', file=sys.stderr)\n"
+    "        warnings.warn('a warning from the answer')\n"
+    "        proj_input = self.layernorm_1(inputs + attention_output)\n")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
 AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
+WRITTEN = "exercise3-why-two-norms"
+STUDENTS = ("alice", "bob", "carol", "dave")
+TEST_CELLS = [f"exercise3-{topic}" for topic in exercises.get("exercise3").topic_points()]
 
 
-def nbgrader(course: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as an instructor's shell would be: the course config must cope
-    env.update(env_extra or {})
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS", "TF_ENABLE_ONEDNN_OPTS"):
+        env.pop(name, None)  # as an instructor's shell would be: the course config must cope
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True,
                             text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
-def submit(course: Path, student: str, answer: str | None, written: str | None = None) -> Path:
-    """Copy the released notebook into submitted/<student>/, with the answer cells filled in."""
+def submit(course: Path, student: str, answer: str | None, written: str | None = None,
+           assignment: str = "exercise3", edit_test_cell: bool = False) -> Path:
+    """Copy the released notebook into submitted/<student>/<assignment>/, with the answer cells filled in."""
     notebook = nbformat.read(course / "release" / "exercise3" / "exercise3.ipynb", as_version=4)
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -40,127 +58,348 @@ def submit(course: Path, student: str, answer: str | None, written: str | None =
             cell.source = answer
         if meta.get("solution") and cell.cell_type == "markdown" and written is not None:
             cell.source = written
-    path = course / "submitted" / student / "exercise3" / "exercise3.ipynb"
+        if edit_test_cell and meta.get("grade_id") == "exercise3-api":
+            cell.source += "\npass"
+    path = course / "submitted" / student / assignment / f"{assignment}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course")
-    write_course(course)
-    nbgrader(course, "generate_assignment", "exercise3")
-    submit(course, "alice", SOLUTION, "Each norm learns its own gamma and beta.")
-    submit(course, "bob", SHARED_NORM)
-    submit(course, "carol", None)
-    nbgrader(course, "autograde", "exercise3", "--create")
-    return course
-
-
-def scores(course: Path) -> dict[str, dict[str, float]]:
+def scores(course: Path, students=STUDENTS) -> dict[str, dict[str, float]]:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        result = {}
-        for student in ("alice", "bob", "carol"):
-            submission = gradebook.find_submission("exercise3", student)
-            result[student] = {g.name: g.score for notebook in submission.notebooks for g in notebook.grades}
-        return result
+        return {student: {g.name: g.score for notebook in gradebook.find_submission("exercise3", student).notebooks
+                          for g in notebook.grades}
+                for student in students}
 
 
-def test_release_holds_no_solution_and_no_hidden_test(course):
-    released = (course / "release" / "exercise3" / "exercise3.ipynb").read_text(encoding="utf-8")
+def autograded(grades: dict[str, float]) -> float:
+    return sum(score for name, score in grades.items() if name != WRITTEN)
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    """A course as an instructor runs it: another notebook of the instructor's in source/, exercise3
+    released, four students (the solution with a written answer, the book's encoder, the stub with a
+    test cell edited, a correct answer that writes to stderr), alice's exercise1 and bob's notes
+    lying around; a copy taken before autograde, and then `nbgrader autograde`."""
+    root = tmp_path_factory.mktemp("term")
+    course = root / "course"
+    own = course / "source" / "week0" / "week0.ipynb"
+    own.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Welcome")]), own)
+    update_course(course)
+    generate = nbgrader(course, "generate_assignment", "exercise3")
+    submit(course, "alice", SOLUTION, "Each norm learns its own gamma and beta, fitted to its own inputs.")
+    submit(course, "alice", SOLUTION, assignment="exercise1")
+    submit(course, "bob", BOOK)
+    (course / "submitted" / "bob" / "notes.py").write_text("# what to ask in class\n", encoding="utf-8")
+    submit(course, "carol", None, edit_test_cell=True)
+    submit(course, "dave", NOISY)
+    pristine = root / "pristine"  # its gradebook holds the assignment and no submission
+    shutil.copytree(course, pristine)
+    autograde = nbgrader(course, "autograde", "exercise3", "--create")
+    return SimpleNamespace(course=course, pristine=pristine, own=own,
+                           logs=generate.stdout + generate.stderr + autograde.stdout + autograde.stderr)
+
+
+@pytest.fixture(scope="module")
+def batch(term, tmp_path_factory):
+    """`grade batch COURSE --gradebook COURSE` on the copy taken before autograde, where executing a
+    notebook would fail, with two more students nbgrader cannot store: erin handed in a .py file,
+    mallory a link to someone else's file."""
+    root = tmp_path_factory.mktemp("batch")
+    course = root / "course"
+    shutil.copytree(term.pristine, course, symlinks=True)
+    with open(course / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write('\nc.Execute.kernel_name = "no-such-kernel"  # executing a notebook would fail\n')
+    (course / "submitted" / "erin" / "exercise3").mkdir(parents=True)
+    (course / "submitted" / "erin" / "exercise3" / "exercise3.py").write_text(SOLUTION, encoding="utf-8")
+    (course / "submitted" / "mallory" / "exercise3").mkdir(parents=True)
+    (course / "submitted" / "mallory" / "exercise3" / "exercise3.ipynb").symlink_to(
+        term.course / "submitted" / "alice" / "exercise3" / "exercise3.ipynb")
+    out = root / "out"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="200")
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(course), "--exercise", "exercise3",
+                             "--out", str(out), "--gradebook", str(course)],
+                            capture_output=True, text=True, env=env, timeout=900)
+    return SimpleNamespace(course=course, out=out, result=result)
+
+
+# --------------------------------------------------------------------------- release
+
+
+def test_release_is_written_for_notebook_students_and_hides_the_grading(term):
+    released = (term.course / "release" / "exercise3" / "exercise3.ipynb").read_text(encoding="utf-8")
     for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "assert_topic", "from grader", "Mark scheme",
                    "self.layernorm_2 = layers.LayerNormalization()", "config.update("):
         assert secret not in released
+    for workspace_only in ("grade exercise3", "exercises/exercise3", "grade hint"):
+        assert workspace_only not in released
     assert "raise NotImplementedError()" in released and "YOUR ANSWER HERE" in released
+    assert "Check your work" in released and "What the test cells grade" in released
+    assert "graded by hand" in released
+    assert term.own.read_text(encoding="utf-8").count("Welcome") == 1  # the instructor's notebook, untouched
 
 
-def test_gradebook_has_full_partial_and_zero_marks(course):
-    result = scores(course)
-    alice, bob, carol = (sum(v for k, v in result[s].items() if k != "exercise3-why-two-norms")
-                         for s in ("alice", "bob", "carol"))
-    assert alice == AUTOGRADED_POINTS
-    assert 0 < bob < AUTOGRADED_POINTS
-    assert carol == 0
-    # bob's one mistake costs exactly the cells of its topics
-    assert result["bob"]["exercise3-weights"] == 0 and result["bob"]["exercise3-gradients"] == 0
-    assert result["bob"]["exercise3-forward"] == exercises.get("exercise3").topic_points()["forward"]
+def test_nbgrader_commands_are_quiet(term):
+    """No unknown option, no SQLAlchemy or TensorFlow noise, no checksum alarm for test cells
+    submitted as released; the one test cell a student edited is still reported."""
+    for noise in ("db_assignments", "not recognized", "SAWarning", "absl", "cuda", "without encryption",
+                  "Traceback"):
+        assert noise not in term.logs, noise
+    checksums = re.findall(r"Attribute 'checksum' for cell (\S+) has changed", term.logs)
+    assert checksums == ["exercise3-api"]  # carol's edit, and nobody else's
 
 
-def test_correct_cells_have_no_stderr_output(course):
-    notebook = json.loads((course / "autograded" / "alice" / "exercise3" / "exercise3.ipynb").read_text())
-    for cell in notebook["cells"]:
-        for output in cell.get("outputs", []):
-            assert not (output.get("output_type") == "stream" and output.get("name") == "stderr"), output
+# --------------------------------------------------------------------------- one score
 
 
-def test_feedback_shows_the_checks_messages(course):
-    nbgrader(course, "generate_feedback", "exercise3")
-    feedback = (course / "feedback" / "bob" / "exercise3" / "exercise3.html").read_text(encoding="utf-8")
-    assert "weights.two_norms" in feedback and "one instance is called 2 times" in feedback
+@pytest.fixture(scope="module")
+def bob_verdict(term):
+    return grade("exercise3", term.course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
 
 
-def test_grading_the_notebook_directly_agrees_with_the_python_file(course, tmp_path):
-    notebook_verdict = grade("exercise3", course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
+def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict):
+    result = scores(term.course)
+    assert autograded(result["alice"]) == AUTOGRADED_POINTS
+    assert autograded(result["carol"]) == 0
+    # the book's encoder loses one 1-point check: the mask cell keeps the rest of its points
+    assert bob_verdict.score == AUTOGRADED_POINTS - 1
+    assert autograded(result["bob"]) == bob_verdict.score
+    assert result["bob"]["exercise3-mask"] == exercises.get("exercise3").topic_points()["mask"] - 1
+    # the written answer stays nbgrader's, to grade by hand
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{term.course / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_submission("exercise3", "alice").needs_manual_grade
+
+
+def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
+    assert autograded(scores(term.course)["dave"]) == AUTOGRADED_POINTS
+    notebook = nbformat.read(term.course / "autograded" / "dave" / "exercise3" / "exercise3.ipynb", as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
+    written = "".join(o.get("text", "") for o in cells["exercise3-check"].outputs if o.get("name") == "stderr")
+    assert "encoding a batch" in written and "debug: attention done" in written  # it did write to stderr
+
+
+def test_no_test_cell_has_stderr_output(term):
+    for student in STUDENTS:
+        notebook = nbformat.read(term.course / "autograded" / student / "exercise3" / "exercise3.ipynb", as_version=4)
+        for cell in notebook.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") in TEST_CELLS:
+                assert not any(o.get("name") == "stderr" for o in cell.outputs), (student, cell.outputs)
+
+
+def test_grading_the_notebook_directly_agrees_with_the_python_file(bob_verdict, tmp_path):
     py = tmp_path / "bob.py"
-    py.write_text(SHARED_NORM, encoding="utf-8")
+    py.write_text(BOOK, encoding="utf-8")
     python_verdict = grade("exercise3", py)
-    assert [(c.id, c.status, c.points) for c in notebook_verdict.checks] == \
+    assert [(c.id, c.status, c.points) for c in bob_verdict.checks] == \
         [(c.id, c.status, c.points) for c in python_verdict.checks]
 
 
-NOISY_CELL = """\
-import os, time, warnings
-warnings.warn("Layer 'encoder' was passed an input with a mask attached to it")  # what Keras warns
-os.write(2, b"E0000 cuda_platform.cc:52] failed call to cuInit\\n")  # what TensorFlow's C++ side logs
-time.sleep(1)
-assert 1 + 1 == 2
-"""
+# --------------------------------------------------------------------------- grade batch --gradebook
 
 
-def _autograde_noisy_cell(folder: Path, config: str, source: str = NOISY_CELL) -> float:
-    """Autograde a one-cell assignment whose correct test cell makes TensorFlow-like noise on stderr."""
+def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, batch):
+    printed = batch.result.stdout
+    assert batch.result.returncode == 2, printed[-3000:] + batch.result.stderr[-3000:]  # two not stored
+    assert f"{batch.course} is an nbgrader course: grading the exercise3 submissions in {batch.course / 'submitted'}" \
+        in printed
+    assert f"{batch.course / 'submitted' / 'alice' / 'exercise1'}: another assignment (exercise1)" in printed
+    assert f"{batch.course / 'submitted' / 'bob' / 'notes.py'}: not in an assignment folder of bob" in printed
+    erin = batch.course / "submitted" / "erin" / "exercise3"
+    assert f"Not stored for erin: {erin / 'exercise3.py'} is not {erin / 'exercise3.ipynb'}" in printed
+    assert f"Not stored for mallory: {batch.course / 'submitted' / 'mallory' / 'exercise3' / 'exercise3.ipynb'} " \
+           "is a symbolic link: it was not read" in printed
+    assert "Autograded 4 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
+    assert "written answer worth 2 points" in printed
+    assert batch.result.stderr.strip() == ""
+    stored = scores(batch.course)
+    assert stored == scores(term.course)
+    assert autograded(stored["dave"]) == AUTOGRADED_POINTS  # the answer that writes to stderr
+    assert autograded(stored["carol"]) == 0  # the stub
+
+
+def _cell_outputs(notebook_path: Path) -> dict[str, list]:
+    """Each test cell's outputs without what may differ between two gradings of one answer: the
+    numbers inside failure messages (drawn from each run's seed) and execution counts."""
+    notebook = nbformat.read(notebook_path, as_version=4)
+    found = {}
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id not in TEST_CELLS:
+            continue
+        outputs = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                kept = [line for line in output.text.splitlines()
+                        if line[:1] in "✓✗" or re.fullmatch(r"\w+: [\d.]+ of [\d.]+ points", line)]
+                if outputs and outputs[-1][:2] == ("stream", output.name):  # one stream, however the kernel sent it
+                    kept = outputs.pop()[2] + kept
+                outputs.append(("stream", output.name, kept))
+            elif output.output_type == "execute_result":
+                outputs.append(("execute_result", output.data["text/plain"]))
+            else:
+                outputs.append((output.output_type, output.get("ename"), output.get("evalue", "").split("\n")[0]))
+        found[grade_id] = outputs
+    return found
+
+
+def test_batch_gives_each_test_cell_the_outputs_autograde_gives(term, batch):
+    for student in STUDENTS:
+        executed = _cell_outputs(term.course / "autograded" / student / "exercise3" / "exercise3.ipynb")
+        from_verdicts = _cell_outputs(batch.course / "autograded" / student / "exercise3" / "exercise3.ipynb")
+        assert from_verdicts == executed, student
+    bob = _cell_outputs(batch.course / "autograded" / "bob" / "exercise3" / "exercise3.ipynb")
+    assert bob["exercise3-mask"][-1] == ("execute_result", "5.0") and "mask: 5 of 6 points" in bob["exercise3-mask"][0][2]
+
+
+def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, batch):
+    summary = list(csv.DictReader((batch.out / "summary.csv").open(encoding="utf-8")))
+    assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "mallory"]
+    gradebook = scores(term.course)
+    for row in summary[:4]:
+        assert float(row["score"]) == autograded(gradebook[row["id"]]), row
+        assert row["manual_points"] == "2"
+    assert summary[5]["status"] == "error"
+    lines = [json.loads(line) for line in (batch.out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == [r["id"] for r in summary]
+    assert all(isinstance(line["seed"], int) for line in lines[:5]) and lines[0]["student"] == "alice"
+    assert sorted(p.name for p in (batch.out / "gradescope").iterdir()) == [r["id"] for r in summary]
+
+
+def test_export_and_feedback_work_after_batch(batch):
+    export = nbgrader(batch.course, "export")
+    exported = (batch.course / "grades.csv").read_text(encoding="utf-8")
+    assert "alice" in exported and "bob" in exported
+    feedback_run = nbgrader(batch.course, "generate_feedback", "exercise3")
+    for run in (export, feedback_run):
+        assert "WARNING" not in run.stdout + run.stderr, run.stdout + run.stderr
+    feedback = (batch.course / "feedback" / "bob" / "exercise3" / "exercise3.html").read_text(encoding="utf-8")
+    assert "mask.propagates" in feedback and "supports_masking is False" in feedback
+    assert "mask: 5 of 6 points" in feedback
+
+
+def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
+    """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
+    from grader.batch import Result, Submission
+    from grader.gradebook import store
+
+    copy = tmp_path / "course"
+    shutil.copytree(term.pristine, copy)
+    (copy / "gradebook.db").unlink()
+    extra = nbformat.v4.new_code_cell("assert False")
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "exercise3-extra", "locked": True, "points": 1.0,
+                                  "schema_version": 3, "solution": False, "task": False}
+    for path in (copy / "source" / "exercise3" / "exercise3.ipynb",
+                 copy / "submitted" / "alice" / "exercise3" / "exercise3.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        notebook.cells.append(extra)
+        nbformat.write(notebook, path)
+    nbgrader(copy, "generate_assignment", "exercise3", "--force")
+    verdict = grade("exercise3", path)
+    stored = store(copy, "exercise3", [Result(Submission("alice", path, "alice"), verdict, 1.0)])
+    assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
+
+
+def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
+    fresh = tmp_path / "course"
+    write_course(fresh)
+    submission = tmp_path / "alice.py"
+    submission.write_text(SOLUTION, encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    def run(course: Path, exercise: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader", "batch", str(submission), "--exercise", exercise,
+                               "--out", str(tmp_path / "out"), "--gradebook", str(course)],
+                              capture_output=True, text=True, env=env, timeout=300)
+
+    no_database = run(fresh, "exercise3")
+    assert no_database.returncode == 2 and "gradebook.db does not exist" in no_database.stderr
+    other_assignment = run(term.pristine, "exercise1")  # only exercise3 was generated there
+    assert other_assignment.returncode == 2
+    assert "has no notebook exercise1" in other_assignment.stderr
+    assert "generate_assignment exercise1" in other_assignment.stderr
+    assert not (tmp_path / "out").exists()  # nothing was graded
+
+
+def test_reading_the_course_config_leaves_this_process_environment_alone(term):
+    from grader.gradebook import course_config
+
+    before = dict(os.environ)
+    config = course_config(term.pristine, "exercise3")
+    assert dict(os.environ) == before
+    assert config.CourseDirectory.course_id == "transformer-chapter"
+
+
+def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_returns_and_raises():
+    from grader.gradebook import topic_outputs
+    from grader.verdict import CheckResult, Verdict
+
+    checks = [CheckResult("weights.two_norms", "Two norms", "weights", "failed", 0.0, 2.0, "one instance is shared"),
+              CheckResult("weights.trainable_list", "Weights", "weights", "passed", 1.0, 1.0, ""),
+              CheckResult("api.builds", "Builds", "api", "passed", 2.0, 2.0, ""),
+              CheckResult("mask.keys", "Keys", "mask", "failed", 0.0, 2.0, "padding is attended")]
+    verdict = Verdict("exercise3", "bob.ipynb", "failed", 3.0, 7.0, None, checks, {})
+    weights = topic_outputs(verdict, "weights")
+    assert [o.output_type for o in weights] == ["stream", "execute_result"]
+    assert "✗ Two norms (weights.two_norms): 0/2" in weights[0].text and "one instance is shared" in weights[0].text
+    assert "weights: 1 of 3 points" in weights[0].text and weights[1].data["text/plain"] == "1.0"
+    assert [o.output_type for o in topic_outputs(verdict, "api")] == ["stream", "execute_result"]
+    mask = topic_outputs(verdict, "mask")  # a topic that earned nothing fails its cell
+    assert mask[-1].output_type == "error" and "mask: 0 of 2 points" in mask[-1].evalue
+    assert "padding is attended" in mask[-1].evalue
+    assert topic_outputs(verdict, "config")[-1].output_type == "error"  # no checks of a topic earn nothing
+    broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
+    [output] = topic_outputs(broken, "api")
+    assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue
+
+
+# --------------------------------------------------------------------------- the course config
+
+
+def _grade_noisy_cells(folder: Path, config: str) -> dict[str, float]:
+    """Autograde a two-cell assignment whose test cells make TensorFlow-like noise on stderr, one
+    correct and one wrong; {cell: score}."""
     from nbgrader.api import Gradebook
 
+    noisy = ("import os, time, warnings\n"
+             "warnings.warn(\"Layer 'encoder' was passed an input with a mask attached to it\")  # what Keras warns\n"
+             "os.write(2, b\"E0000 cuda_platform.cc:52] failed call to cuInit\\n\")  # what TensorFlow's C++ side logs\n"
+             "time.sleep(1)\n")
     notebook = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {
-        "grade": True, "grade_id": "noisy", "locked": True, "points": 1, "schema_version": 3,
-        "solution": False, "task": False}})
-    cell.id = "noisy"
-    notebook.cells = [cell]
+    for grade_id, check in (("correct", "assert 1 + 1 == 2"), ("wrong", "assert 1 + 1 == 3")):
+        cell = nbformat.v4.new_code_cell(noisy + check, metadata={"nbgrader": {
+            "grade": True, "grade_id": grade_id, "locked": True, "points": 1, "schema_version": 3,
+            "solution": False, "task": False}})
+        cell.id = grade_id
+        notebook.cells.append(cell)
     notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     (folder / "source" / "noise").mkdir(parents=True)
     nbformat.write(notebook, folder / "source" / "noise" / "noise.ipynb")
     (folder / "nbgrader_config.py").write_text(config, encoding="utf-8")
     nbgrader(folder, "generate_assignment", "noise")
     (folder / "submitted" / "alice" / "noise").mkdir(parents=True)
-    (folder / "submitted" / "alice" / "noise" / "noise.ipynb").write_bytes(
-        (folder / "release" / "noise" / "noise.ipynb").read_bytes())
+    shutil.copy(folder / "release" / "noise" / "noise.ipynb", folder / "submitted" / "alice" / "noise" / "noise.ipynb")
     nbgrader(folder, "autograde", "noise", "--create")
     with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gradebook:
-        return gradebook.find_submission("noise", "alice").score
+        return {g.name: g.score for nb in gradebook.find_submission("noise", "alice").notebooks for g in nb.grades}
 
 
-def test_course_config_keeps_stderr_noise_from_zeroing_a_correct_cell(tmp_path):
+def test_course_config_keeps_stderr_noise_from_zeroing_a_correct_cell_and_real_errors_still_fail(tmp_path):
     from grader.notebooks import config_text
 
-    plain = "c = get_config()\nc.CourseDirectory.db_assignments = [{'name': 'noise'}]\n"
-    ours = config_text().replace(repr([{"name": e} for e in exercises.EXERCISES]), "[{'name': 'noise'}]")
-    assert "noise" in ours
     (tmp_path / "plain").mkdir()
     (tmp_path / "ours").mkdir()
-    assert _autograde_noisy_cell(tmp_path / "plain", plain) == 0  # what a new instructor meets
-    assert _autograde_noisy_cell(tmp_path / "ours", ours) == 1
+    assert _grade_noisy_cells(tmp_path / "plain", "c = get_config()\n") == {"correct": 0, "wrong": 0}
+    assert _grade_noisy_cells(tmp_path / "ours", config_text()) == {"correct": 1, "wrong": 0}
 
 
-def test_a_real_error_still_fails_under_the_course_config(tmp_path):
-    from grader.notebooks import config_text
-
-    config = config_text().replace(repr([{"name": e} for e in exercises.EXERCISES]), "[{'name': 'noise'}]")
-    wrong = NOISY_CELL.replace("assert 1 + 1 == 2", "assert 1 + 1 == 3")
-    assert _autograde_noisy_cell(tmp_path, config, wrong) == 0
+# --------------------------------------------------------------------------- the course's files
 
 
 def test_committed_course_is_what_the_command_writes(tmp_path):
@@ -178,106 +417,66 @@ def test_notebooks_follow_the_checks_points(exercise):
               and c.cell_type == "code"}
     assert graded == {f"{exercise}-{t}": p for t, p in exercises.get(exercise).topic_points().items()}
     assert len({c.id for c in notebook.cells}) == len(notebook.cells)
+    [check] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{exercise}-check"]
+    meta = check.metadata["nbgrader"]
+    assert meta["locked"] and not meta["grade"] and not meta["solution"]  # read-only: it scores nothing
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code":
+            assert cell.source.rstrip().endswith(f'assert_topic("{exercise}", "{cell.metadata.nbgrader.grade_id.split("-")[1]}")\n### END HIDDEN TESTS')
 
 
-def test_course_command_refuses_to_overwrite_changed_notebooks(tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "grader", "nbgrader-course", str(tmp_path)]
-    assert subprocess.run(command, capture_output=True, env=env).returncode == 0
-    edited = tmp_path / "source" / "exercise3" / "exercise3.ipynb"
-    edited.write_text(edited.read_text() + " ", encoding="utf-8")
-    refused = subprocess.run(command, capture_output=True, text=True, env=env)
-    assert refused.returncode == 2 and "--force" in refused.stderr
-    assert subprocess.run(command + ["--force"], capture_output=True, env=env).returncode == 0
+@pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
+def test_notebook_instructions_say_how_to_work_in_the_notebook(exercise):
+    text = notebook_instructions(exercises.get(exercise))
+    assert "`grade" not in text and "exercises/" not in text
+    assert "YOUR CODE HERE" in text and "Check your work" in text and "test cells" in text
+    for topic, points in exercises.get(exercise).topic_points().items():
+        assert f"| {topic} | {points:g} |" in text
+    answer = build_notebook(exercises.get(exercise)).cells[1].source
+    assert "grade " not in answer.split("class ")[0] and "python -m" not in answer
 
 
-def test_batch_autogrades_into_the_gradebook_without_executing_notebooks(course, tmp_path):
-    """grade batch --gradebook gives every cell autograde's score, writes the autograded notebooks,
-    and nbgrader export and generate_feedback work, while no kernel could have started."""
-    copy = tmp_path / "course"
-    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded", "feedback"))
-    (copy / "gradebook.db").unlink()
-    nbgrader(copy, "generate_assignment", "exercise3", "--force")
-    with open(copy / "nbgrader_config.py", "a", encoding="utf-8") as config:
-        config.write('\nc.Execute.kernel_name = "no-such-kernel"  # executing a notebook would fail\n')
-    (copy / "submitted" / "dave" / "exercise3").mkdir(parents=True)
-    (copy / "submitted" / "dave" / "exercise3" / "exercise3.py").write_text(SOLUTION, encoding="utf-8")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="200")
-    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(copy / "submitted"), "--exercise",
-                             "exercise3", "--out", str(tmp_path / "out"), "--gradebook", str(copy)],
-                            capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "Autograded 3 student(s)" in result.stdout
-    assert "Not stored for dave: not a notebook at submitted/dave/exercise3/exercise3.ipynb" in result.stdout
-    assert scores(copy) == scores(course)
-    bob = json.loads((copy / "autograded" / "bob" / "exercise3" / "exercise3.ipynb").read_text())
-    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in bob["cells"]}
-    assert [o["output_type"] for o in cells["exercise3-weights"]["outputs"]] == ["stream", "error"]
-    assert [o["output_type"] for o in cells["exercise3-forward"]["outputs"]] == ["stream"]
-    nbgrader(copy, "export")
-    exported = (copy / "grades.csv").read_text(encoding="utf-8")
-    assert "alice" in exported and "bob" in exported
-    nbgrader(copy, "generate_feedback", "exercise3")
-    feedback = (copy / "feedback" / "bob" / "exercise3" / "exercise3.html").read_text(encoding="utf-8")
-    assert "weights.two_norms" in feedback and "one instance is called 2 times" in feedback
+def course_command(*args: str) -> int:
+    try:
+        return cli.main(["nbgrader-course", *args])
+    except SystemExit as stopped:
+        return stopped.code
 
 
-def test_batch_refuses_a_test_cell_it_cannot_score(course, tmp_path):
-    """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
-    from grader.gradebook import store
-    from grader.grading import grade as grade_one
-    from grader.batch import Result, Submission
-
-    copy = tmp_path / "course"
-    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded", "feedback"))
-    (copy / "gradebook.db").unlink()
-    extra = nbformat.v4.new_code_cell("assert False")
-    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "exercise3-extra", "locked": True, "points": 1.0,
-                                  "schema_version": 3, "solution": False, "task": False}
-    for path in (copy / "source" / "exercise3" / "exercise3.ipynb",
-                 copy / "submitted" / "alice" / "exercise3" / "exercise3.ipynb"):
-        notebook = nbformat.read(path, as_version=4)
-        notebook.cells.append(extra)
-        nbformat.write(notebook, path)
-    nbgrader(copy, "generate_assignment", "exercise3", "--force")
-    verdict = grade_one("exercise3", path)
-    stored = store(copy, "exercise3", [Result(Submission("alice", path), verdict, 1.0)])
-    assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
-
-
-def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_and_raises():
-    from grader.gradebook import topic_outputs
-    from grader.verdict import CheckResult, Verdict
-
-    checks = [CheckResult("weights.two_norms", "Two norms", "weights", "failed", 0.0, 2.0, "one instance is shared"),
-              CheckResult("weights.trainable_list", "Weights", "weights", "passed", 1.0, 1.0, ""),
-              CheckResult("api.builds", "Builds", "api", "passed", 2.0, 2.0, "")]
-    verdict = Verdict("exercise3", "bob.ipynb", "failed", 3.0, 5.0, None, checks, {})
-    weights = topic_outputs(verdict, "weights")
-    assert [o.output_type for o in weights] == ["stream", "error"]
-    assert "✗ Two norms (weights.two_norms): 0/2" in weights[0].text
-    assert weights[1].ename == "AssertionError" and "1 of 2 weights check(s)" in weights[1].evalue
-    assert "one instance is shared" in weights[1].evalue
-    assert [o.output_type for o in topic_outputs(verdict, "api")] == ["stream"]
-    assert topic_outputs(verdict, "mask")[-1].output_type == "error"  # no checks of a topic earn nothing
-    broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
-    [output] = topic_outputs(broken, "api")
-    assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue
-
-
-def test_batch_refuses_a_course_not_ready_before_grading(tmp_path):
+def test_course_command_leaves_other_notebooks_alone_and_backs_up_what_it_replaces(tmp_path, capsys):
     course = tmp_path / "course"
-    write_course(course)
-    submission = tmp_path / "alice.py"
-    submission.write_text(SOLUTION, encoding="utf-8")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "grader", "batch", str(submission), "--exercise", "exercise3",
-               "--out", str(tmp_path / "out"), "--gradebook", str(course)]
-    no_database = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-    assert no_database.returncode == 2 and "gradebook.db does not exist" in no_database.stderr
-    nbgrader(course, "generate_assignment", "exercise1")
-    other_assignment = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-    assert other_assignment.returncode == 2
-    assert "has no notebook exercise3" in other_assignment.stderr
-    assert "generate_assignment exercise3" in other_assignment.stderr
-    assert not (tmp_path / "out").exists()  # nothing was graded
+    own = course / "source" / "week0" / "week0.ipynb"
+    own.parent.mkdir(parents=True)
+    own.write_text("{}", encoding="utf-8")
+    assert course_command(str(course)) == 0
+    assert "Release exercise5 only after exercise1 and exercise3 are due" in capsys.readouterr().out
+    assert course_command(str(course)) == 0  # again: nothing differs, nothing refused
+    assert own.read_text(encoding="utf-8") == "{}"
+    edited = course / "source" / "exercise3" / "exercise3.ipynb"
+    edited.write_text(edited.read_text(encoding="utf-8") + " ", encoding="utf-8")
+    mine = edited.read_bytes()
+    assert course_command(str(course)) == 2
+    refusal = capsys.readouterr().err
+    assert str(edited) in refusal and "--force" in refusal and "week0" not in refusal
+    assert course_command(str(course), "--exercises", "exercise1", "exercise2") == 0  # the others only
+    assert edited.read_bytes() == mine
+    assert course_command(str(course), "--force") == 0
+    [backup] = (course / "backups").glob("*/source/exercise3/exercise3.ipynb")
+    assert backup.read_bytes() == mine and edited.read_bytes() != mine
+    assert f"kept the earlier exercise3.ipynb as {backup}" in capsys.readouterr().out
+
+
+def test_course_command_writes_a_chosen_subset(tmp_path, capsys):
+    assert course_command(str(tmp_path), "--exercises", "exercise1", "exercise3") == 0
+    assert sorted(p.name for p in (tmp_path / "source").iterdir()) == ["exercise1", "exercise3"]
+    assert "Release exercise5" not in capsys.readouterr().out
+
+
+def test_course_command_says_what_is_wrong_with_the_folder(tmp_path, capsys):
+    file = tmp_path / "course.txt"
+    file.write_text("notes", encoding="utf-8")
+    assert course_command(str(file)) == 2
+    error = capsys.readouterr().err
+    assert "is a file, not a folder" in error and "Traceback" not in error
+    assert course_command(str(tmp_path / "c"), "--exercises", "exercise9") == 2
+    assert "unknown exercise 'exercise9'" in capsys.readouterr().err

@@ -1,0 +1,275 @@
+"""`grade batch` finds the right submissions and writes a clean results folder: nbgrader's layout,
+ids, refused paths, the results files. Nothing here grades (no TensorFlow)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import grader
+from grader import cli
+from grader.batch import (
+    LayoutError, Outputs, Result, ResultsFolderError, Submission, discover, prepare_results_folder, refused_result,
+    survey,
+)
+from grader.verdict import CheckResult, Verdict
+
+
+def put(path: Path, text: str = "{}") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A course as a term leaves it: several assignments, stray files, an extra file in a submission."""
+    root = tmp_path / "course"
+    put(root / "nbgrader_config.py", "c = get_config()\n")
+    put(root / "source" / "exercise3" / "exercise3.ipynb")
+    put(root / "release" / "exercise3" / "exercise3.ipynb")
+    put(root / "autograded" / "alice" / "exercise3" / "exercise3.ipynb")
+    submitted = root / "submitted"
+    put(submitted / "alice" / "exercise1" / "exercise1.ipynb")
+    put(submitted / "alice" / "exercise3" / "exercise3.ipynb")
+    put(submitted / "alice" / "exercise3" / "helpers.py", "x = 1\n")
+    put(submitted / "alice" / "exercise3" / ".ipynb_checkpoints" / "exercise3-checkpoint.ipynb")
+    put(submitted / "alice" / "exercise3" / "timestamp.txt", "2025-01-01 10:00:00")
+    put(submitted / "alice-2" / "exercise3" / "exercise3.ipynb")  # a student whose name ends in -2
+    put(submitted / "bob" / "notes.py", "# todo\n")
+    put(submitted / "bob" / "exercise3" / "exercise3.ipynb")
+    put(submitted / "carol" / "exercise1" / "exercise1.ipynb")  # handed in exercise1 only
+    put(submitted / "dave" / "exercise3" / "exercise3.py", "class TransformerEncoder: pass\n")
+    put(submitted / "erin" / "exercise3" / "answer.ipynb")  # the only candidate, under another name
+    put(submitted / "frank" / "exercise3" / "a.ipynb")
+    put(submitted / "frank" / "exercise3" / "b.py")
+    (submitted / "gina" / "exercise3").mkdir(parents=True)  # handed in nothing gradable
+    put(submitted / "README.txt", "collected on Monday\n")
+    return root
+
+
+def rows(found):
+    return ({s.id: (s.student, s.path.relative_to(s.path.parents[2]).as_posix()) for s in found.submissions},
+            {s.id: s.refused for s in found.refused},
+            {p.path.name: p.why for p in found.skipped})
+
+
+def test_a_course_folder_grades_only_its_submissions_of_the_exercise(course):
+    found = survey([course], "exercise3")
+    graded, refused, skipped = rows(found)
+    assert graded == {
+        "alice": ("alice", "alice/exercise3/exercise3.ipynb"),
+        "alice-2": ("alice-2", "alice-2/exercise3/exercise3.ipynb"),
+        "bob": ("bob", "bob/exercise3/exercise3.ipynb"),
+        "dave": ("dave", "dave/exercise3/exercise3.py"),
+        "erin": ("erin", "erin/exercise3/answer.ipynb"),
+    }
+    assert "several files" in refused["frank"] and "a.ipynb, b.py" in refused["frank"]
+    assert refused["gina"] == "holds no .ipynb or .py file"
+    assert skipped == {
+        "exercise1": "another assignment (exercise1), not exercise3",
+        "helpers.py": "not the file graded for alice (exercise3.ipynb)",
+        "notes.py": "not in an assignment folder of bob",
+        "carol": "carol has no exercise3 folder",
+        "README.txt": "not in a student's folder",
+    }
+    assert found.searched == [(course.resolve(), course.resolve() / "submitted")]
+    # every path reported exists: messages name real paths
+    assert all(s.path.exists() for s in found.submissions + found.refused)
+    assert all(s.path.exists() for s in found.skipped)
+
+
+def test_the_other_assignment_gets_its_own_students(course):
+    graded, _, skipped = rows(survey([course / "submitted"], "exercise1"))
+    assert graded == {"alice": ("alice", "alice/exercise1/exercise1.ipynb"),
+                      "carol": ("carol", "carol/exercise1/exercise1.ipynb")}
+    assert "bob has no exercise1 folder" in skipped.values()
+
+
+@pytest.mark.parametrize("below", ["submitted/bob", "submitted/bob/exercise3", "submitted/bob/exercise3/exercise3.ipynb"])
+def test_folders_and_files_inside_the_layout_keep_the_student_id(course, below):
+    found = survey([course / below], "exercise3")
+    assert [(s.id, s.student) for s in found.submissions] == [("bob", "bob")]
+
+
+def test_an_assignment_folder_of_another_exercise_is_skipped(course):
+    found = survey([course / "submitted" / "alice" / "exercise1"], "exercise3")
+    assert found.submissions == [] and "another assignment" in found.skipped[0].why
+
+
+def test_a_course_without_submissions_is_refused_with_what_to_do(tmp_path):
+    put(tmp_path / "course" / "nbgrader_config.py", "c = get_config()\n")
+    put(tmp_path / "course" / "source" / "exercise3" / "exercise3.ipynb")
+    with pytest.raises(LayoutError, match="without a submitted/ folder: collect the submissions first"):
+        survey([tmp_path / "course"], "exercise3")
+
+
+def test_symbolic_links_are_error_rows_and_never_read(course, tmp_path):
+    secret = put(tmp_path / "elsewhere" / "solution.py", "SECRET = 1\n")
+    submitted = course / "submitted"
+    (submitted / "mallory" / "exercise3").mkdir(parents=True)
+    (submitted / "mallory" / "exercise3" / "exercise3.ipynb").symlink_to(secret)
+    (submitted / "oscar").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (submitted / "peggy").mkdir()
+    (submitted / "peggy" / "exercise3").symlink_to(submitted / "bob" / "exercise3", target_is_directory=True)
+    found = survey([course], "exercise3")
+    refused = {s.id: s for s in found.refused}
+    assert {"mallory", "oscar", "peggy"} <= set(refused)
+    assert all(refused[name].refused == "is a symbolic link" for name in ("mallory", "oscar", "peggy"))
+    assert refused["mallory"].path == submitted / "mallory" / "exercise3" / "exercise3.ipynb"
+    assert secret.resolve() not in {s.path for s in found.submissions}
+    row = refused_result("exercise3", refused["mallory"])
+    assert row.verdict.status == "error" and row.verdict.score == 0 and row.verdict.max_score == 23
+    assert "is a symbolic link, so nothing was graded" in row.verdict.error
+
+
+def test_loose_files_refuse_links_and_skip_linked_folders(tmp_path):
+    loose = tmp_path / "loose"
+    put(loose / "a.py", "x = 1\n")
+    put(loose / "group" / "b.ipynb")
+    put(tmp_path / "outside" / "c.py", "x = 1\n")
+    (loose / "c.py").symlink_to(tmp_path / "outside" / "c.py")
+    (loose / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
+    found = survey([loose], "exercise3")
+    assert [(s.id, s.student) for s in found.submissions] == [("a", None), ("group_b", None)]
+    assert [(s.id, s.refused) for s in found.refused] == [("c", "is a symbolic link")]
+    assert [(p.path.name, p.why) for p in found.skipped] == [("linked", "a symbolic link to a folder, not followed")]
+
+
+def test_ids_are_unique_and_never_take_another_rows_own_id(tmp_path):
+    put(tmp_path / "one" / "submitted" / "alice" / "exercise3" / "exercise3.ipynb")
+    put(tmp_path / "one" / "submitted" / "alice-2" / "exercise3" / "exercise3.ipynb")
+    put(tmp_path / "two" / "submitted" / "alice" / "exercise3" / "exercise3.ipynb")  # another course's alice
+    put(tmp_path / "loose" / "alice.py", "x = 1\n")
+    put(tmp_path / "loose" / "alice-3.py", "x = 1\n")
+    found = survey([tmp_path / "loose", tmp_path / "one" / "submitted", tmp_path / "two" / "submitted"], "exercise3")
+    ids = {s.path.relative_to(tmp_path.resolve()).as_posix(): s.id for s in found.submissions}
+    assert ids == {
+        "one/submitted/alice/exercise3/exercise3.ipynb": "alice",
+        "one/submitted/alice-2/exercise3/exercise3.ipynb": "alice-2",
+        "loose/alice-3.py": "alice-3",
+        "two/submitted/alice/exercise3/exercise3.ipynb": "alice-4",  # not alice-2 nor alice-3: others' own ids
+        "loose/alice.py": "alice-5",
+    }
+
+
+def test_the_same_file_given_twice_is_graded_once(course):
+    found = survey([course / "submitted", course / "submitted" / "bob"], "exercise3")
+    assert [s.id for s in found.submissions].count("bob") == 1
+
+
+def test_discover_keeps_its_contract(course):
+    assert [s.id for s in discover([course / "submitted"], "exercise3")] == ["alice", "alice-2", "bob", "dave", "erin"]
+    with pytest.raises(FileNotFoundError):
+        discover([course / "nowhere"], "exercise3")
+
+
+# --------------------------------------------------------------------------- the results folder
+
+
+def verdict(path: str, score: float, seed: int | None = 7) -> Verdict:
+    checks = [CheckResult("api.constructor", "Builds", "api", "passed" if score else "failed", score, 1.0, "")]
+    return Verdict("exercise3", path, "passed" if score else "failed", score, 1.0, None, checks,
+                   {"seed": seed} if seed is not None else {})
+
+
+def test_outputs_remove_an_earlier_runs_results_and_sort_by_id(tmp_path):
+    out = tmp_path / "out"
+    put(out / "gradescope" / "zed" / "results.json")  # a student of an earlier run
+    put(out / "notes.md", "kept")
+    with Outputs(out) as outputs:
+        for name, score in (("carol", 0.0), ("alice", 1.0), ("bob", 1.0)):
+            outputs.write(Result(Submission(name, tmp_path / f"{name}.py", name), verdict(f"{name}.py", score), 1.5))
+    assert sorted(p.name for p in (out / "gradescope").iterdir()) == ["alice", "bob", "carol"]
+    assert (out / "notes.md").read_text() == "kept"
+    summary = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    assert [r["id"] for r in summary] == ["alice", "bob", "carol"]
+    assert list(summary[0]) == ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
+    assert summary[0]["manual_points"] == "2"  # exercise3's written answer, graded by hand in nbgrader
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == ["alice", "bob", "carol"]
+    for line in lines:
+        assert {"exercise", "submission", "status", "score", "max_score", "error", "checks"} <= set(line)
+        assert line["student"] == line["id"] and line["seed"] == 7 and line["grader_version"] == grader.__version__
+        assert line["graded_at"].endswith("+00:00") and line["manual_points"] == 2.0
+
+
+def test_appended_rows_join_the_sorted_run(tmp_path):
+    out = tmp_path / "out"
+    with Outputs(out) as outputs:
+        outputs.write(Result(Submission("bob", tmp_path / "bob.py"), verdict("bob.py", 1.0), 1.0))
+    refused = Submission("alice", tmp_path / "alice.ipynb", "alice", "is a symbolic link")
+    with Outputs(out, append=True) as outputs:
+        outputs.write(refused_result("exercise3", refused))
+    summary = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    assert [(r["id"], r["status"]) for r in summary] == [("alice", "error"), ("bob", "passed")]
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == ["alice", "bob"] and lines[0]["seed"] is None
+    assert sorted(p.name for p in (out / "gradescope").iterdir()) == ["alice", "bob"]
+
+
+def test_a_results_folder_in_use_needs_force(tmp_path):
+    prepare_results_folder(tmp_path / "new")  # a new folder is fine
+    (tmp_path / "empty").mkdir()
+    prepare_results_folder(tmp_path / "empty")
+    out = tmp_path / "out"
+    put(out / "summary.csv", "id\n")
+    put(out / "gradescope" / "zed" / "results.json")
+    put(out / "mine.txt", "keep me")
+    with pytest.raises(ResultsFolderError, match="not empty: give a new folder, or --force"):
+        prepare_results_folder(out)
+    prepare_results_folder(out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    with pytest.raises(ResultsFolderError, match="is a file"):
+        prepare_results_folder(put(tmp_path / "file.txt", "x"))
+
+
+# --------------------------------------------------------------------------- the command refuses before grading
+
+
+def refused(*args: str) -> int:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["batch", *args])
+    return stopped.value.code
+
+
+def test_the_command_refuses_instructor_mistakes_before_grading(course, tmp_path, capsys):
+    out = tmp_path / "out"
+    put(out / "summary.csv", "id\n")
+    code = refused(str(course), "--exercise", "exercise3", "--out", str(out))
+    assert code == 2 and "not empty: give a new folder, or --force" in capsys.readouterr().err
+    bare = tmp_path / "bare"
+    put(bare / "nbgrader_config.py", "c = get_config()\n")
+    code = refused(str(bare), "--exercise", "exercise3", "--out", str(tmp_path / "new"))
+    assert code == 2 and "without a submitted/ folder" in capsys.readouterr().err
+    code = refused("--exercise", "exercise3", "--out", str(tmp_path / "new"))
+    assert code == 2 and "give the submissions to grade" in capsys.readouterr().err
+    code = refused(str(course / "nowhere"), "--exercise", "exercise3", "--out", str(tmp_path / "new"))
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_nothing_to_grade_is_an_error_that_lists_what_was_skipped(course, tmp_path, capsys):
+    code = cli.main(["batch", str(course / "submitted" / "carol"), "--exercise", "exercise3",
+                     "--out", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert code == 2 and "No exercise3 submission found" in printed
+    assert "carol has no exercise3 folder" in printed and "another assignment (exercise1)" in printed
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_only_refused_rows_are_written_without_starting_a_worker(course, tmp_path, capsys, monkeypatch):
+    """A student whose only submission is a link gets an error row; no grading process is needed."""
+    monkeypatch.setattr("grader.batch.Workers", lambda: pytest.fail("a grading worker was started"))
+    only = tmp_path / "submitted" / "mallory" / "exercise3"
+    only.mkdir(parents=True)
+    (only / "exercise3.ipynb").symlink_to(course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
+    code = cli.main(["batch", str(tmp_path / "submitted"), "--exercise", "exercise3", "--out", str(tmp_path / "out")])
+    assert code == 0
+    summary = list(csv.DictReader((tmp_path / "out" / "summary.csv").open(encoding="utf-8")))
+    assert [(r["id"], r["status"], r["score"]) for r in summary] == [("mallory", "error", "0.0")]
+    assert "symbolic link" in capsys.readouterr().out
