@@ -1,9 +1,10 @@
 """The grader inside a notebook: what the hidden test cells of the nbgrader course call.
 
 A test cell of the course ends with ``assert_topic("exercise3", "mask")``. It
-finds the answer the kernel executed (the last cell that defines the
-exercise's class or function), grades it the same way ``grade`` does — in a
-child process, once per kernel and answer — prints each check of the topic with
+grades what ``grade`` grades for this notebook — the notebook nbgrader is
+running (in the kernel's folder), read as ``grade`` reads it: every code cell
+that is not a test cell, in order; or, without the notebook file, the code the
+kernel executed — in a child process, once per kernel and answer — prints each check of the topic with
 its points and the message of every check that did not pass, and returns the
 points the topic earned as a plain float. The cell ends with that number, so
 nbgrader scores the cell by it (partial credit): the cells of a notebook add
@@ -44,6 +45,36 @@ def answer_source(target: str, history: list[str]) -> str:
     raise AssertionError(f"No cell of this notebook defines {target}: run the answer cell before the tests.")
 
 
+def graded_source(exercise_id: str, target: str) -> "str | Path":
+    """What ``grade`` would grade for this notebook: the notebook file nbgrader executes (it runs
+    the kernel in the notebook's folder), else the cells the kernel executed up to the last that
+    defines ``target``."""
+    from .submission import SubmissionError, read_submission
+
+    here = Path.cwd()
+    candidates = [here / f"{exercise_id}.ipynb"] + sorted(here.glob("*.ipynb"))
+    for path in candidates:
+        if path.is_file() and not path.is_symlink():
+            try:
+                source = read_submission(path).text
+            except SubmissionError:
+                continue
+            if _defines(source, target):
+                return path
+    history = _history()
+    answer = answer_source(target, history)
+    index = max(i for i, cell in enumerate(history) if cell == answer)
+    return "\n\n".join(cell for cell in history[:index + 1] if cell and "assert_topic(" not in cell) + "\n"
+
+
+def _defines(source: str, target: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # grade reports the syntax error: so does the notebook
+    return any(isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == target for node in tree.body)
+
+
 def _history() -> list[str]:
     from IPython import get_ipython
 
@@ -53,11 +84,18 @@ def _history() -> list[str]:
     return list(shell.user_ns.get("In", []))
 
 
-def verdict_for(exercise_id: str, source: str):
+def verdict_for(exercise_id: str, source: "str | Path"):
+    """The verdict of a notebook file (graded as ``grade --submission`` grades it) or of source
+    text; once per content."""
+    from .grading import grade
+
+    if isinstance(source, Path):
+        key = (exercise_id, source.read_bytes())
+        if key not in _VERDICTS:
+            _VERDICTS[key] = grade(exercise_id, source)
+        return _VERDICTS[key]
     key = (exercise_id, source)
     if key not in _VERDICTS:
-        from .grading import grade
-
         with tempfile.TemporaryDirectory(prefix="grade-notebook-") as folder:
             path = Path(folder) / f"{exercise_id}.py"
             path.write_text(source, encoding="utf-8")
@@ -71,7 +109,7 @@ def assert_topic(exercise_id: str, topic: str) -> float:
     exercise = exercises.get(exercise_id)
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        verdict = verdict_for(exercise_id, answer_source(exercise.target, _history()))
+        verdict = verdict_for(exercise_id, graded_source(exercise_id, exercise.target))
     lines, failure, points = topic_report(verdict, topic)
     if lines:
         print("\n".join(lines))  # one write: one stream output, as grade batch --gradebook writes it

@@ -31,6 +31,9 @@ NOISY = "import logging, sys, warnings\nwarnings.simplefilter('default')\n\n" + 
     "        print('debug: attention done', file=sys.stderr)\n"
     "        warnings.warn('a warning from the answer')\n"
     "        proj_input = self.layernorm_1(inputs + attention_output)\n")
+# dave also keeps a helper of his own in a cell he added before the answer cell
+HELPER_CELL = "import keras\n\n\ndef expand_keys(mask):\n    return keras.ops.expand_dims(mask, axis=1)\n"
+NOISY_WITH_HELPER = NOISY.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand_keys(mask)")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
 AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
 WRITTEN = "exercise3-why-two-norms"
@@ -49,9 +52,14 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def submit(course: Path, student: str, answer: str | None, written: str | None = None,
-           assignment: str = "exercise3", edit_test_cell: bool = False) -> Path:
-    """Copy the released notebook into submitted/<student>/<assignment>/, with the answer cells filled in."""
+           assignment: str = "exercise3", edit_test_cell: bool = False, own_cell: str | None = None) -> Path:
+    """Copy the released notebook into submitted/<student>/<assignment>/, with the answer cells filled in
+    (and ``own_cell``, a code cell the student added, just before the answer cell)."""
     notebook = nbformat.read(course / "release" / "exercise3" / "exercise3.ipynb", as_version=4)
+    if own_cell is not None:
+        answer_at = next(i for i, c in enumerate(notebook.cells)
+                         if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+        notebook.cells.insert(answer_at, nbformat.v4.new_code_cell(own_cell))
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution") and cell.cell_type == "code" and answer is not None:
@@ -97,7 +105,7 @@ def term(tmp_path_factory):
     submit(course, "bob", BOOK)
     (course / "submitted" / "bob" / "notes.py").write_text("# what to ask in class\n", encoding="utf-8")
     submit(course, "carol", None, edit_test_cell=True)
-    submit(course, "dave", NOISY)
+    submit(course, "dave", NOISY_WITH_HELPER, own_cell=HELPER_CELL)
     pristine = root / "pristine"  # its gradebook holds the assignment and no submission
     shutil.copytree(course, pristine)
     autograde = nbgrader(course, "autograde", "exercise3", "--create")
@@ -178,6 +186,8 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
 
 
 def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
+    """dave's answer writes to stderr, and uses a helper defined in a cell of his own: nbgrader runs
+    that cell, so the grader does too."""
     assert autograded(scores(term.course)["dave"]) == AUTOGRADED_POINTS
     notebook = nbformat.read(term.course / "autograded" / "dave" / "exercise3" / "exercise3.ipynb", as_version=4)
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
