@@ -2,6 +2,7 @@
 
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
                    [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
+    grade init [DIR] [--force]
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
     grade nbgrader-course DIR [--force]
@@ -23,6 +24,7 @@ from .verdict import EXIT_ERROR
 USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
                       [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
+       grade init [DIR] [--force]
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
        grade nbgrader-course DIR [--force]
@@ -33,6 +35,7 @@ DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
 exercises/exercise3.py and shows what passed, what failed and why.
 
+  grade init DIR        write a workspace (exercises, instructions, hints) into DIR
   grade list            every exercise, its state and what to do next
   grade hint exercise3  the next hint for an exercise (--all for all of them)
   grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)
@@ -47,6 +50,8 @@ environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of -
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "init":
+        return init_command(argv[1:])
     if argv and argv[0] == "gradescope-autograder":
         return autograder_command(argv[1:])
     if argv and argv[0] == "list":
@@ -150,7 +155,11 @@ def grade_command(argv: list[str]) -> int:
     if args.submission is not None:
         submission = args.submission.resolve()
     else:
-        submission = find_working_copy(exercise).resolve()
+        submission = find_working_copy(exercise)
+        if submission is None:
+            parser.exit(EXIT_ERROR, f"grade: no working copy of {exercise.id}: there is no exercises/{exercise.id}.py "
+                                    f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
+                                    "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
     if args.json or platform_results:
         verdict = grade_for_platforms(exercise, submission, settings, args)
@@ -276,14 +285,62 @@ def _waiting(console, submission: Path) -> None:
     console.file.flush()
 
 
-def find_working_copy(exercise) -> Path:
-    """exercises/<id>.py in the current folder or above it, else in the installed project."""
+def find_working_copy(exercise) -> Path | None:
+    """exercises/<id>.py in the current folder or above it; else, in a clone of the repository,
+    the clone's own; else (an installed wheel, outside any workspace) None."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         candidate = folder / "exercises" / f"{exercise.id}.py"
         if candidate.is_file():
-            return candidate
-    return exercise.stub
+            return candidate.resolve()
+    return None if exercises.INSTALLED_FROM_WHEEL else exercise.stub
+
+
+# --------------------------------------------------------------------------- init
+
+
+def init_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade init",
+        description="Write a workspace into DIR: exercises/exercise1.py ... (the files you edit), "
+                    "exercises/exercise1.md ... (the instructions) and exercises/hints/. Inside it, "
+                    "`grade list` shows where you stand and `grade exercise1` grades your exercise 1.",
+    )
+    parser.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                        help="the workspace folder, created if missing (default: the current folder)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files that differ from the fresh ones, keeping a copy of each as "
+                             "<name>.bak")
+    args = parser.parse_args(argv)
+
+    from .workspace import WorkspaceConflict, init_workspace
+
+    try:
+        result = init_workspace(args.folder, force=args.force)
+    except WorkspaceConflict as exc:
+        parser.exit(EXIT_ERROR, "grade init: nothing was written. These files exist and differ from the "
+                                "fresh ones, so they may hold your work:\n"
+                    + "".join(f"  {path}\n" for path in exc.paths)
+                    + "Use --force to replace them (each is first kept as <name>.bak).\n")
+    except OSError as exc:
+        parser.exit(EXIT_ERROR, f"grade init: {exc}\n")
+    for path in result.written:
+        backup = result.backups.get(path)
+        print(f"wrote {path}" + (f" (your version is kept as {backup.name})" if backup else ""))
+    if result.unchanged:
+        print(f"{len(result.unchanged)} file(s) already up to date in {result.folder / 'exercises'}")
+    here = Path.cwd().resolve()
+    where = "" if result.folder == here else f"cd {_shell_path(result.folder, here)} && "
+    print(f"Next: {where}grade list — then read exercises/exercise1.md, edit exercises/exercise1.py "
+          "and run grade exercise1.")
+    return 0
+
+
+def _shell_path(folder: Path, here: Path) -> str:
+    import shlex
+
+    shown = folder.relative_to(here) if folder.is_relative_to(here) else folder
+    return shlex.quote(str(shown))
 
 
 # --------------------------------------------------------------------------- list
@@ -300,7 +357,7 @@ def list_command(argv: list[str]) -> int:
                         help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
     args = parser.parse_args(argv)
     rows = [
-        {"id": e.id, "title": e.title, "stub": str(find_working_copy(e).resolve()), "solution": str(e.solution)}
+        {"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub), "solution": str(e.solution)}
         for e in exercises.EXERCISES.values()
     ]
     if args.json:
@@ -314,6 +371,9 @@ def list_command(argv: list[str]) -> int:
     console = Console()
     states = exercise_states(console)
     console.print(progress_table(states))
+    if any(row["state"] == "no workspace" for row in states):
+        console.print(f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
+                      "with every exercise; run grade inside it.")
     return 0
 
 
@@ -325,7 +385,11 @@ def exercise_states(console) -> list[dict]:
 
     states, to_grade = [], {}
     for exercise in exercises.EXERCISES.values():
-        path = find_working_copy(exercise).resolve()
+        path = find_working_copy(exercise)
+        if path is None:
+            states.append({"id": exercise.id, "title": exercise.title, "path": "", "state": "no workspace",
+                           "next": "grade init DIR"})
+            continue
         row = {"id": exercise.id, "title": exercise.title, "path": str(path)}
         if not path.is_file():
             row.update(state="missing", next=f"restore {path}")
