@@ -106,7 +106,8 @@ def add_visibility_argument(parser) -> None:
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=None, help="seed of the generated inputs (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the generated inputs (default: a fresh secret seed for every run)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="wall-clock limit for running each submission (default 120)")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
@@ -601,8 +602,8 @@ def autograder_command(argv: list[str]) -> int:
                     "run_autograder at its root, this package as a wheel and every dependency pinned to the "
                     "version installed here. Upload it in the assignment's Configure Autograder page; each "
                     "submission (a .py file or an .ipynb notebook) is then graded as `grade` grades it.",
-        epilog="In the assignment's Autograder Settings choose at least 2.0 CPU and 3.0 GB of RAM (TensorFlow "
-               "does not fit the default 768 MB) and a timeout of 10 minutes or more.",
+        epilog="In the assignment's Autograder Settings choose at least 1.0 CPU and 1.5 GB of RAM: grading "
+               "holds about 0.7 GB, too close to the default 768 MB. The default timeout of 10 minutes is enough.",
     )
     parser.add_argument("exercise", help=f"the exercise the assignment grades: {', '.join(exercises.EXERCISES)}")
     parser.add_argument("--out", required=True, type=Path, metavar="ZIP", help="the zip file to write")
@@ -631,7 +632,7 @@ def autograder_command(argv: list[str]) -> int:
     print(f"wrote {built.path.resolve()}: setup.sh, run_autograder, {built.wheel} and "
           f"requirements.txt ({len(built.requirements)} pinned packages)")
     print("Next: upload it in the assignment's Configure Autograder page; in Autograder Settings choose at "
-          "least 2.0 CPU and 3.0 GB of RAM.")
+          "least 1.0 CPU and 1.5 GB of RAM.")
     return 0
 
 
