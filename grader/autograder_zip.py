@@ -239,11 +239,17 @@ def package_wheel() -> tuple[str, bytes]:
     import io
 
     distribution = metadata.distribution(DISTRIBUTION)
+    # An installed wheel or an editable install has METADATA; a clone's own egg-info (found first
+    # when the clone is the current folder) has the same text as PKG-INFO.
+    text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO")
+    if not text or distribution.version is None:
+        raise RuntimeError(f"the metadata of {DISTRIBUTION} cannot be read from {distribution!r}; "
+                           "reinstall the package")
     version = distribution.version
     name = DISTRIBUTION.replace("-", "_")
     info = f"{name}-{version}.dist-info"
     files = package_files()
-    files[f"{info}/METADATA"] = (distribution.read_text("METADATA") or "").encode()
+    files[f"{info}/METADATA"] = text.encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: grader.autograder_zip\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     entry_points = distribution.read_text("entry_points.txt")
     if entry_points:

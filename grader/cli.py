@@ -163,7 +163,7 @@ def grade_command(argv: list[str]) -> int:
                                     "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
     if args.json or platform_results:
-        verdict = grade_for_platforms(exercise, submission, settings, args)
+        verdict = grade_and_write_results(exercise, submission, settings, args)
         if args.json:
             print(json.dumps(verdict.to_json(), indent=2))
         else:
@@ -184,7 +184,7 @@ def grade_command(argv: list[str]) -> int:
     return grade_and_show(exercise, submission, settings, console).exit_code
 
 
-def grade_for_platforms(exercise, submission: Path, settings, args):
+def grade_and_write_results(exercise, submission: Path, settings, args):
     """Grade once, without a spinner, and write the results files asked for. A folder that
     holds no single submission is an ungradable submission (exit code 2), reported in them too."""
     import platform

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -266,11 +267,15 @@ def test_the_autograder_zip_has_what_gradescope_wants_at_its_root(autograder):
     assert entries["run_autograder"][0].startswith(b"#!/usr/bin/env bash\n")
     (wheel,) = [name for name in entries if name.endswith(".whl")]
     assert wheel.startswith("transformer_exercises-") and wheel.encode() in entries["setup.sh"][0]
-    with zipfile.ZipFile(__import__("io").BytesIO(entries[wheel][0])) as archive:
+    with zipfile.ZipFile(io.BytesIO(entries[wheel][0])) as archive:
         names = set(archive.namelist())
+        (metadata_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        described = archive.read(metadata_name).decode()
     assert "grader/_solutions/exercise3.py" in names and "grader/_exercises/hints/exercise3.md" in names
-    record = [n for n in names if n.endswith(".dist-info/RECORD")]
-    assert record and any(n.endswith(".dist-info/entry_points.txt") for n in names)
+    assert "Name: transformer-exercises" in described and "\nVersion: " in described
+    assert "Requires-Dist: tensorflow" in described and "Requires-Python: " in described
+    assert any(n.endswith(".dist-info/RECORD") for n in names)
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
 
 
 def test_the_autograder_pins_every_dependency_as_installed_here(autograder):
