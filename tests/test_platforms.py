@@ -360,21 +360,50 @@ def test_run_autograder_without_grade_on_path_uses_python3_dash_m_grader(autogra
     assert "holds notes.txt" in results["tests"][0]["output"]
 
 
-def test_prairielearn_results_carry_grade_json_score(tmp_path):
-    student = tmp_path / "grade" / "student"
-    student.mkdir(parents=True)
-    (student / "exercise3.py").write_text(MISTAKE, encoding="utf-8")
-    env = dict(ENV, GRADE_SEED="7")
-    result = grade("exercise3", "--submission", str(student), "--prairielearn-results",
-                   str(tmp_path / "grade" / "results" / "results.json"), "--json", env=env)
-    assert result.returncode == 1, result.stderr
-    verdict = json.loads(result.stdout)
-    results = json.loads((tmp_path / "grade" / "results" / "results.json").read_text())
-    assert results["gradable"] is True
+def prairielearn(*args, root: Path, env=ENV):
+    return subprocess.run([sys.executable, "-m", "grader.prairielearn", *args], capture_output=True, text=True,
+                          env=dict(env, PRAIRIELEARN_ROOT=str(root)), cwd=root, timeout=600)
+
+
+def test_prairielearn_entry_point_exits_0_with_grade_json_score(tmp_path):
+    """PrairieLearn reads /grade/results/results.json only after an exit status of 0."""
+    root = tmp_path / "grade"
+    (root / "student").mkdir(parents=True)
+    (root / "student" / "exercise3.py").write_text(MISTAKE, encoding="utf-8")
+    seeded = dict(ENV, GRADE_SEED="7")
+    result = prairielearn("exercise3", root=root, env=seeded)
+    assert result.returncode == 0, result.stderr
+    assert "Score " in result.stdout  # the report, for the job's log
+    results = json.loads((root / "results" / "results.json").read_text())
+    verdict = json.loads(grade("exercise3", "--submission", str(root / "student"), "--json", env=seeded).stdout)
+    assert results["gradable"] is True and verdict["status"] == "failed"
     assert results["score"] == pytest.approx(verdict["score"] / verdict["max_score"])
     assert [t["points"] for t in results["tests"]] == [
         c["points"] for topic in ("api", "weights", "gradients", "config", "mask", "forward")
         for c in verdict["checks"] if c["topic"] == topic]
+
+
+def test_prairielearn_entry_point_reports_an_ungradable_submission(tmp_path):
+    root = tmp_path / "grade"
+    (root / "student").mkdir(parents=True)
+    (root / "student" / "exercise3.py").write_text("class TransformerEncoder(:\n", encoding="utf-8")
+    (root / "results").mkdir()
+    (root / "results" / "results.json").write_text('{"score": 1.0}')  # stale: replaced
+    result = prairielearn("exercise3", "--timeout", "200", root=root)
+    assert result.returncode == 0, result.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["gradable"] is False and results["score"] == 0
+    assert "SyntaxError at line 1" in results["format_errors"][0]
+
+
+@pytest.mark.parametrize("args, says", [((), "python3 -m grader.prairielearn EXERCISE"),
+                                        (("exercise9",), "unknown exercise 'exercise9'"),
+                                        (("exercise3", "--timeout", "0"), "--timeout must be at least 1")])
+def test_prairielearn_entry_point_fails_without_results_on_bad_arguments(tmp_path, args, says):
+    (tmp_path / "student").mkdir()
+    result = prairielearn(*args, root=tmp_path)
+    assert result.returncode != 0 and says in result.stderr
+    assert not (tmp_path / "results" / "results.json").exists()
 
 
 def test_grade_batch_takes_a_gradescope_visibility(tmp_path):
