@@ -16,7 +16,7 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
   ``grader_version`` and ``manual_points`` (points of answers graded by hand in nbgrader, which
   no autograded score includes);
 - ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points;
-- ``gradescope/<id>/results.json``: the verdict in Gradescope's results format.
+- ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.platforms``).
 """
 
 from __future__ import annotations
@@ -498,20 +498,11 @@ class Outputs:
 
 
 def gradescope(verdict) -> dict:
-    """The verdict in Gradescope's autograder results.json format."""
-    if verdict.status == "error":
-        return {"score": 0.0, "output": verdict.error, "tests": [
-            {"name": "The submission could be graded", "score": 0.0, "max_score": verdict.max_score,
-             "status": "failed", "output": verdict.error}]}
-    return {
-        "score": verdict.score,
-        "tests": [
-            {"name": f"{c.title} ({c.id})", "number": c.id, "tags": [c.topic], "score": c.points,
-             "max_score": c.max_points, "status": "passed" if c.status == "passed" else "failed",
-             "output": c.message}
-            for c in verdict.checks
-        ],
-    }
+    """The verdict in Gradescope's autograder results.json format (``grader.platforms``), with the
+    visibility ``grade batch --gradescope-visibility`` chose."""
+    from .platforms import gradescope_results
+
+    return gradescope_results(verdict)
 
 
 def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settings: Settings = Settings(),

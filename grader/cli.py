@@ -1,9 +1,13 @@
 """The ``grade`` command: thin wrappers over the grading API, the report and the student tools.
 
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
+                   [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
+    grade init [DIR] [--force]
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
     grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
+    grade batch [PATH...] --exercise EXERCISE --out DIR [...]
+    grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
 """
 
 from __future__ import annotations
@@ -19,19 +23,24 @@ from .verdict import EXIT_ERROR
 
 USAGE = """\
 grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
+                      [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
+       grade init [DIR] [--force]
        grade list [--json]
        grade hint EXERCISE [--all] [--reset]
        grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
-       grade batch [PATH...] --exercise EXERCISE --out DIR [--force] [--jobs N] [--gradebook COURSE]"""
+       grade batch [PATH...] --exercise EXERCISE --out DIR [--force] [--jobs N] [--gradebook COURSE]
+       grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
 exercises/exercise3.py and shows what passed, what failed and why.
 
+  grade init DIR        write a workspace (exercises, instructions, hints) into DIR
   grade list            every exercise, its state and what to do next
   grade hint exercise3  the next hint for an exercise (--all for all of them)
   grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)
-  grade batch submitted/ --exercise exercise3 --out results/   grade a whole class"""
+  grade batch submitted/ --exercise exercise3 --out results/   grade a whole class
+  grade gradescope-autograder exercise3 --out autograder.zip  the autograder Gradescope runs"""
 
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
@@ -41,6 +50,10 @@ environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of -
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "init":
+        return init_command(argv[1:])
+    if argv and argv[0] == "gradescope-autograder":
+        return autograder_command(argv[1:])
     if argv and argv[0] == "list":
         return list_command(argv[1:])
     if argv and argv[0] == "hint":
@@ -68,12 +81,28 @@ def _grade_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}")
     parser.add_argument("--submission", type=Path, metavar="PATH",
-                        help="grade this .py file or .ipynb notebook instead of your working copy")
+                        help="grade this .py file or .ipynb notebook instead of your working copy; a folder: "
+                             "its only .py or .ipynb file, else the one named after the exercise")
     parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
     parser.add_argument("--watch", action="store_true",
                         help="grade again every time the file is saved (Ctrl-C to stop)")
     add_settings_arguments(parser)
+    platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
+    platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
+                           help="also write the verdict as Gradescope's autograder results.json to FILE")
+    add_visibility_argument(platforms)
+    platforms.add_argument("--prairielearn-results", type=Path, metavar="FILE",
+                           help="also write the verdict as PrairieLearn's external grading results.json to FILE")
     return parser
+
+
+def add_visibility_argument(parser) -> None:
+    from .platforms import DEFAULT_VISIBILITY, VISIBILITIES
+
+    parser.add_argument("--gradescope-visibility", choices=VISIBILITIES, default=None, metavar="V",
+                        help=f"when students see the checks in Gradescope: {', '.join(VISIBILITIES)} "
+                             f"(default {DEFAULT_VISIBILITY}; whether the file could be graded at all "
+                             "is always visible)")
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,25 +147,84 @@ def grade_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
-    submission = (args.submission or find_working_copy(exercise)).resolve()
+    platform_results = args.gradescope_results or args.prairielearn_results
     if args.json and args.watch:
         parser.error("--watch shows the report after each save; it cannot be combined with --json")
+    if args.watch and platform_results:
+        parser.error("--watch cannot be combined with --gradescope-results or --prairielearn-results")
+    if args.gradescope_visibility and not args.gradescope_results:
+        parser.error("--gradescope-visibility applies to --gradescope-results FILE, which is missing")
+    if args.submission is not None:
+        submission = args.submission.resolve()
+    else:
+        submission = find_working_copy(exercise)
+        if submission is None:
+            parser.exit(EXIT_ERROR, f"grade: no working copy of {exercise.id}: there is no exercises/{exercise.id}.py "
+                                    f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
+                                    "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
-    from . import progress
-    from .grading import grade
+    if args.json or platform_results:
+        verdict = grade_and_write_results(exercise, submission, settings, args)
+        if args.json:
+            print(json.dumps(verdict.to_json(), indent=2))
+        else:
+            from rich.console import Console
 
-    if args.json:
-        verdict = grade(exercise.id, submission, settings)
-        progress.record_verdict(verdict)
-        print(json.dumps(verdict.to_json(), indent=2))
+            from .report import render
+
+            Console().print(render(verdict))
         return verdict.exit_code
 
     from rich.console import Console
 
     console = Console()
+    if submission.is_dir():
+        submission = _submission_in(exercise, submission, parser)
     if args.watch:
         return watch(exercise, submission, settings, console)
     return grade_and_show(exercise, submission, settings, console).exit_code
+
+
+def grade_and_write_results(exercise, submission: Path, settings, args):
+    """Grade once, without a spinner, and write the results files asked for. A folder that
+    holds no single submission is an ungradable submission (exit code 2), reported in them too."""
+    import platform
+    import time
+
+    from . import platforms, progress
+    from .grading import grade, max_points
+    from .verdict import error_verdict
+
+    started = time.perf_counter()
+    if submission.is_dir():
+        try:
+            submission = platforms.find_submission(submission, exercise.id)
+        except platforms.SubmissionNotFound as exc:
+            context = {"title": exercise.title, "timeout": settings.timeout, "memory_mb": settings.memory_mb,
+                       "seed": settings.seed if settings.seed is not None else "none (nothing was graded)",
+                       "seed_given": settings.seed is not None, "python": platform.python_version()}
+            verdict = error_verdict(exercise.id, str(submission), str(exc), max_points(exercise.id), context)
+        else:
+            verdict = grade(exercise.id, submission, settings)
+    else:
+        verdict = grade(exercise.id, submission, settings)
+    seconds = time.perf_counter() - started
+    progress.record_verdict(verdict)
+    if args.gradescope_results:
+        platforms.write_json(args.gradescope_results, platforms.gradescope_results(
+            verdict, args.gradescope_visibility or platforms.DEFAULT_VISIBILITY, execution_time=seconds))
+    if args.prairielearn_results:
+        platforms.write_json(args.prairielearn_results, platforms.prairielearn_results(verdict))
+    return verdict
+
+
+def _submission_in(exercise, folder: Path, parser) -> Path:
+    from .platforms import SubmissionNotFound, find_submission
+
+    try:
+        return find_submission(folder, exercise.id).resolve()
+    except SubmissionNotFound as exc:
+        parser.exit(EXIT_ERROR, f"grade: {exc}\n")
 
 
 def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False):
@@ -201,14 +289,62 @@ def _waiting(console, submission: Path) -> None:
     console.file.flush()
 
 
-def find_working_copy(exercise) -> Path:
-    """exercises/<id>.py in the current folder or above it, else in the installed project."""
+def find_working_copy(exercise) -> Path | None:
+    """exercises/<id>.py in the current folder or above it; else, in a clone of the repository,
+    the clone's own; else (an installed wheel, outside any workspace) None."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         candidate = folder / "exercises" / f"{exercise.id}.py"
         if candidate.is_file():
-            return candidate
-    return exercise.stub
+            return candidate.resolve()
+    return None if exercises.INSTALLED_FROM_WHEEL else exercise.stub
+
+
+# --------------------------------------------------------------------------- init
+
+
+def init_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade init",
+        description="Write a workspace into DIR: exercises/exercise1.py ... (the files you edit), "
+                    "exercises/exercise1.md ... (the instructions) and exercises/hints/. Inside it, "
+                    "`grade list` shows where you stand and `grade exercise1` grades your exercise 1.",
+    )
+    parser.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                        help="the workspace folder, created if missing (default: the current folder)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files that differ from the fresh ones, keeping a copy of each as "
+                             "<name>.bak")
+    args = parser.parse_args(argv)
+
+    from .workspace import WorkspaceConflict, init_workspace
+
+    try:
+        result = init_workspace(args.folder, force=args.force)
+    except WorkspaceConflict as exc:
+        parser.exit(EXIT_ERROR, "grade init: nothing was written. These files exist and differ from the "
+                                "fresh ones, so they may hold your work:\n"
+                    + "".join(f"  {path}\n" for path in exc.paths)
+                    + "Use --force to replace them (each is first kept as <name>.bak).\n")
+    except OSError as exc:
+        parser.exit(EXIT_ERROR, f"grade init: {exc}\n")
+    for path in result.written:
+        backup = result.backups.get(path)
+        print(f"wrote {path}" + (f" (your version is kept as {backup.name})" if backup else ""))
+    if result.unchanged:
+        print(f"{len(result.unchanged)} file(s) already up to date in {result.folder / 'exercises'}")
+    here = Path.cwd().resolve()
+    where = "" if result.folder == here else f"cd {_shell_path(result.folder, here)} && "
+    print(f"Next: {where}grade list — then read exercises/exercise1.md, edit exercises/exercise1.py "
+          "and run grade exercise1.")
+    return 0
+
+
+def _shell_path(folder: Path, here: Path) -> str:
+    import shlex
+
+    shown = folder.relative_to(here) if folder.is_relative_to(here) else folder
+    return shlex.quote(str(shown))
 
 
 # --------------------------------------------------------------------------- list
@@ -225,7 +361,7 @@ def list_command(argv: list[str]) -> int:
                         help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
     args = parser.parse_args(argv)
     rows = [
-        {"id": e.id, "title": e.title, "stub": str(find_working_copy(e).resolve()), "solution": str(e.solution)}
+        {"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub), "solution": str(e.solution)}
         for e in exercises.EXERCISES.values()
     ]
     if args.json:
@@ -239,6 +375,9 @@ def list_command(argv: list[str]) -> int:
     console = Console()
     states = exercise_states(console)
     console.print(progress_table(states))
+    if any(row["state"] == "no workspace" for row in states):
+        console.print(f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
+                      "with every exercise; run grade inside it.")
     return 0
 
 
@@ -250,7 +389,11 @@ def exercise_states(console) -> list[dict]:
 
     states, to_grade = [], {}
     for exercise in exercises.EXERCISES.values():
-        path = find_working_copy(exercise).resolve()
+        path = find_working_copy(exercise)
+        if path is None:
+            states.append({"id": exercise.id, "title": exercise.title, "path": "", "state": "no workspace",
+                           "next": "grade init DIR"})
+            continue
         row = {"id": exercise.id, "title": exercise.title, "path": str(path)}
         if not path.is_file():
             row.update(state="missing", next=f"restore {path}")
@@ -349,6 +492,7 @@ def batch_command(argv: list[str]) -> int:
                              "COURSE/autograded/, so nbgrader export and generate_feedback work (the assignment "
                              "must have been generated there)")
     add_settings_arguments(parser)
+    add_visibility_argument(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
@@ -386,7 +530,10 @@ def batch_command(argv: list[str]) -> int:
     if not found.submissions and not found.refused:
         console.print(f"[red]No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.[/red]")
         return EXIT_ERROR
-    results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
+    from .platforms import gradescope_visibility
+
+    with gradescope_visibility(args.gradescope_visibility):
+        results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
 
     from .notebooks import manual_note
     from .report import batch_summary
@@ -504,6 +651,53 @@ def course_command(argv: list[str]) -> int:
         print(f"Note: {note}")
     first = (chosen or list(exercises.EXERCISES))[0]
     print(f"Next: cd {args.folder.resolve()} && nbgrader generate_assignment {first}")
+    return 0
+
+
+# --------------------------------------------------------------------------- Gradescope
+
+
+def autograder_command(argv: list[str]) -> int:
+    from . import autograder_zip
+    from .platforms import DEFAULT_VISIBILITY, VISIBILITIES
+
+    parser = argparse.ArgumentParser(
+        prog="grade gradescope-autograder",
+        description="Build the autograder zip of a Gradescope programming assignment: setup.sh and "
+                    "run_autograder at its root, this package as a wheel and every dependency pinned to the "
+                    "version installed here. Upload it in the assignment's Configure Autograder page; each "
+                    "submission (a .py file or an .ipynb notebook) is then graded as `grade` grades it.",
+        epilog="In the assignment's Autograder Settings choose at least 1.0 CPU and 1.5 GB of RAM: grading "
+               "holds about 0.7 GB, too close to the default 768 MB. The default timeout of 10 minutes is enough.",
+    )
+    parser.add_argument("exercise", help=f"the exercise the assignment grades: {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--out", required=True, type=Path, metavar="ZIP", help="the zip file to write")
+    parser.add_argument("--visibility", choices=VISIBILITIES, default=DEFAULT_VISIBILITY, metavar="V",
+                        help=f"when students see the checks: {', '.join(VISIBILITIES)} (default "
+                             f"{DEFAULT_VISIBILITY}); whether the file could be graded at all is always visible")
+    parser.add_argument("--timeout", type=float, default=autograder_zip.DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="wall-clock limit of the process running a submission (default "
+                             f"{autograder_zip.DEFAULT_TIMEOUT:g}: Gradescope's default half CPU imports "
+                             "TensorFlow slowly)")
+    parser.add_argument("--memory", type=int, default=autograder_zip.DEFAULT_MEMORY_MB, metavar="MB",
+                        help=f"memory limit of that process (default {autograder_zip.DEFAULT_MEMORY_MB})")
+    parser.add_argument("--force", action="store_true", help="overwrite ZIP if it exists")
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+    if args.timeout < 1:
+        parser.error(f"--timeout must be at least 1, got {args.timeout:g}")
+    if args.memory < 512:
+        parser.error(f"--memory must be at least 512, got {args.memory}")
+    if args.out.suffix != ".zip":
+        parser.error(f"--out must name a .zip file, got {args.out}")
+    if args.out.exists() and not args.force:
+        parser.error(f"{args.out} exists; use --force to overwrite it")
+    built = autograder_zip.build_autograder_zip(exercise.id, args.out, visibility=args.visibility,
+                                                timeout=args.timeout, memory_mb=args.memory)
+    print(f"wrote {built.path.resolve()}: setup.sh, run_autograder, {built.wheel} and "
+          f"requirements.txt ({len(built.requirements)} pinned packages)")
+    print("Next: upload it in the assignment's Configure Autograder page; in Autograder Settings choose at "
+          "least 1.0 CPU and 1.5 GB of RAM.")
     return 0
 
 

@@ -13,7 +13,13 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent
+# An installed wheel carries exercises/ and solutions/ inside the package (see pyproject.toml);
+# a clone of the repository (an editable install included) keeps them at its top.
+INSTALLED_FROM_WHEEL = (PACKAGE_DIR / "_exercises").is_dir()
+EXERCISES_DIR = PACKAGE_DIR / "_exercises" if INSTALLED_FROM_WHEEL else PROJECT_ROOT / "exercises"
+SOLUTIONS_DIR = PACKAGE_DIR / "_solutions" if INSTALLED_FROM_WHEEL else PROJECT_ROOT / "solutions"
 
 
 @dataclass(frozen=True)
@@ -31,23 +37,24 @@ class Exercise:
 
     @property
     def solution(self) -> Path:
-        return PROJECT_ROOT / "solutions" / f"{self.id}.py"
+        return SOLUTIONS_DIR / f"{self.id}.py"
 
     @property
     def stub(self) -> Path:
-        return PROJECT_ROOT / "exercises" / f"{self.id}.py"
+        """The stub as generated: in a clone, also the student's working copy."""
+        return EXERCISES_DIR / f"{self.id}.py"
 
     @property
     def instructions(self) -> Path:
-        return PROJECT_ROOT / "exercises" / f"{self.id}.md"
+        return EXERCISES_DIR / f"{self.id}.md"
 
     @property
     def hints(self) -> Path:
-        return PROJECT_ROOT / "exercises" / "hints" / f"{self.id}.md"
+        return EXERCISES_DIR / "hints" / f"{self.id}.md"
 
     @property
     def checks(self) -> Path:
-        return Path(__file__).resolve().parent / "checks" / f"{self.id}.py"
+        return PACKAGE_DIR / "checks" / f"{self.id}.py"
 
     def public_job(self) -> dict:
         """The part of the job the child gets on start (the rest is drawn per run: ``grader.inputs``)."""

@@ -189,7 +189,7 @@ def _num(value: float) -> str:
 
 
 STATE_STYLE = {"passed": "green", "failing": "red", "cannot be graded": "magenta", "not started": "dim",
-               "missing": "magenta"}
+               "missing": "magenta", "no workspace": "magenta"}
 
 
 def progress_table(states: list[dict]) -> RenderableType:

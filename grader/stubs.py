@@ -126,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.stubs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report drifted stubs instead of rewriting them")
     args = parser.parse_args(argv)
+    if exercises.INSTALLED_FROM_WHEEL:
+        print("python -m grader.stubs keeps a clone of the repository in step with its solutions; "
+              f"this is an installed package ({exercises.PACKAGE_DIR}), whose files it leaves alone.")
+        return 2
     drifted = []
     for exercise in exercises.EXERCISES.values():
         solution = expected_solution(exercise)

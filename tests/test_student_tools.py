@@ -118,7 +118,7 @@ def test_watch_grades_again_after_each_save(tmp_path):
         assert any("Score 23/23" in line for line in seen)
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        process.wait(timeout=120)
     assert process.returncode == 0  # the last grading passed
 
 

@@ -1,0 +1,81 @@
+"""Grade every catalogued submission with two installations and require the same verdicts.
+
+    .venv/bin/python .ci/compare_pythons.py OTHER_GRADE
+
+Writes each exercise's solution, stub, mistakes and variants (tests/catalog) to a folder outside
+the clone, grades them with `grade batch --seed 0` of this environment and of OTHER_GRADE (another
+Python's installation), and compares status, score and every check's status. Ends with the line
+"N passed, N failed" (one per submission) and exits 1 on any difference, or if a solution fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader import exercises  # noqa: E402
+from tests.catalog import catalog  # noqa: E402
+
+
+def submissions(exercise) -> dict[str, str]:
+    mistakes, variants = catalog(exercise.id)
+    sources = {"solution": exercise.solution.read_text(encoding="utf-8"),
+               "stub": exercise.stub.read_text(encoding="utf-8")}
+    sources.update({f"mistake_{m.name}": m.source for m in mistakes})
+    sources.update({f"variant_{v.name}": v.source for v in variants})
+    return sources
+
+
+def batch(grade: str, folder: Path, exercise_id: str, out: Path, cwd: Path) -> dict[str, dict]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(cwd / "state"))
+    result = subprocess.run([grade, "batch", str(folder), "--exercise", exercise_id, "--out", str(out),
+                             "--seed", "0"], capture_output=True, text=True, cwd=cwd, env=env, timeout=3600)
+    if result.returncode != 0:
+        raise SystemExit(f"{grade} batch failed ({result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    return {Path(v["submission"]).stem: v for v in verdicts}
+
+
+def summary(verdict: dict) -> tuple:
+    return verdict["status"], verdict["score"], tuple((c["id"], c["status"]) for c in verdict["checks"])
+
+
+def main() -> int:
+    other = sys.argv[1]
+    here = str(Path(sys.executable).parent / "grade")
+    versions = [subprocess.run([str(Path(grade).with_name("python")), "--version"], capture_output=True,
+                               text=True).stdout.strip() for grade in (here, other)]
+    print(f"comparing {here} ({versions[0]}) with {other} ({versions[1]})")
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        for exercise in exercises.EXERCISES.values():
+            folder = scratch / exercise.id
+            folder.mkdir()
+            for name, source in submissions(exercise).items():
+                (folder / f"{name}.py").write_text(source, encoding="utf-8")
+            mine = batch(here, folder, exercise.id, scratch / f"{exercise.id}-a", scratch)
+            theirs = batch(other, folder, exercise.id, scratch / f"{exercise.id}-b", scratch)
+            for name in sorted(mine):
+                same = name in theirs and summary(mine[name]) == summary(theirs[name])
+                solved = name != "solution" or mine[name]["status"] == "passed"
+                if same and solved:
+                    passed += 1
+                    continue
+                failed += 1
+                print(f"DIFFERENT {exercise.id}/{name}:\n  {summary(mine[name])}\n  "
+                      f"{summary(theirs[name]) if name in theirs else 'not graded'}")
+            print(f"{exercise.id}: {len(mine)} submissions compared")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

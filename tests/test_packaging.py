@@ -1,0 +1,80 @@
+"""The wheel carries what students and instructors need, and the package finds it there."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import exercises
+from grader.autograder_zip import package_files
+
+ROOT = exercises.PROJECT_ROOT
+
+
+def build_wheel(out: Path) -> Path:
+    """The wheel pip builds from a copy of this clone's sources (a build in the clone would leave
+    build/ behind, whose stale files setuptools would pack into later wheels)."""
+    source = out / "source"
+    for name in ("pyproject.toml", "README.md"):
+        source.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    for name in ("grader", "exercises", "solutions"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source),
+                             "-w", str(out)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    (path,) = out.glob("transformer_exercises-*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def test_every_package_of_the_grader_is_in_the_wheel_list():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "grader").rglob("__init__.py")}
+    assert found <= listed, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(found - listed)}"
+
+
+def test_the_wheel_carries_exercises_instructions_hints_and_solutions(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for exercise in exercises.EXERCISES.values():
+        for path in (f"grader/_exercises/{exercise.id}.py", f"grader/_exercises/{exercise.id}.md",
+                     f"grader/_exercises/hints/{exercise.id}.md", f"grader/_solutions/{exercise.id}.py",
+                     f"grader/checks/{exercise.id}.py", f"grader/child/probes/{exercise.id}.py"):
+            assert path in names, path
+    assert "grader/checks/pytest.ini" in names
+    assert not any(name.startswith(("tests/", "solutions/", "exercises/")) for name in names)
+    assert not any("nbgrader/" in name for name in names)  # the committed course is for drift checks only
+
+
+def test_the_wheel_holds_what_the_autograder_zip_packs(wheel):
+    """The Gradescope zip repacks the installed package (grader.autograder_zip): same files, same bytes."""
+    with zipfile.ZipFile(wheel) as archive:
+        built = {name: archive.read(name) for name in archive.namelist() if ".dist-info/" not in name}
+    assert built == package_files()
+
+
+def test_requires_python_admits_the_pythons_tensorflow_ships_wheels_for():
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    supported = SpecifierSet(project["requires-python"])
+    assert all(version in supported for version in ("3.11", "3.12", "3.13"))
+    assert "3.10" not in supported and "3.14" not in supported
+
+
+def test_a_clone_finds_its_own_files():
+    assert not exercises.INSTALLED_FROM_WHEEL
+    exercise = exercises.get("exercise3")
+    assert exercise.stub == ROOT / "exercises" / "exercise3.py"
+    assert exercise.solution == ROOT / "solutions" / "exercise3.py"
+    assert exercise.instructions.is_file() and exercise.hints.is_file()
