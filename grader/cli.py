@@ -50,6 +50,8 @@ environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of -
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # where you stand, and what to do next
+        return list_command([])
     if argv and argv[0] == "init":
         return init_command(argv[1:])
     if argv and argv[0] == "gradescope-autograder":
@@ -66,9 +68,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exercise_choice(parser: argparse.ArgumentParser, value: str):
+    """An exercise by id, or by its number (3 for exercise3)."""
+    if value.isdigit() and f"exercise{int(value)}" in exercises.EXERCISES:
+        value = f"exercise{int(value)}"
     if value not in exercises.EXERCISES:
-        parser.error(f"unknown exercise {value!r}; choose from {', '.join(exercises.EXERCISES)}")
+        parser.error(f"unknown exercise {value!r}; choose from {', '.join(exercises.EXERCISES)} "
+                     "(or a number, or the path of an exercise file)")
     return exercises.get(value)
+
+
+def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
+    """(exercise, path or None): `grade exercise3`, `grade 3`, or `grade exercises/exercise3.py` — a
+    file named after its exercise, graded as --submission would."""
+    import re
+
+    path = Path(value)
+    if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
+                                                           and not path.exists()):
+        return _exercise_choice(parser, value), None
+    match = re.match(r"(exercise\d+)", path.stem)
+    if not match or match.group(1) not in exercises.EXERCISES:
+        parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "
+                     f"Use grade EXERCISE --submission {value}")
+    return exercises.get(match.group(1)), path
 
 
 # --------------------------------------------------------------------------- grade
@@ -79,7 +101,8 @@ def _grade_parser() -> argparse.ArgumentParser:
         prog="grade", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}, its number, "
+                                         "or the path of an exercise file (exercises/exercise3.py)")
     parser.add_argument("--submission", type=Path, metavar="PATH",
                         help="grade this .py file or .ipynb notebook instead of your working copy; a folder: "
                              "its only .py or .ipynb file, else the one named after the exercise")
@@ -145,7 +168,11 @@ def resolve_settings(args, parser):
 def grade_command(argv: list[str]) -> int:
     parser = _grade_parser()
     args = parser.parse_args(argv)
-    exercise = _exercise_choice(parser, args.exercise)
+    exercise, named = _exercise_or_file(parser, args.exercise)
+    if named is not None:
+        if args.submission is not None:
+            parser.error(f"{args.exercise} is already a file to grade; leave out --submission")
+        args.submission = named
     settings = resolve_settings(args, parser)
     platform_results = args.gradescope_results or args.prairielearn_results
     if args.json and args.watch:
@@ -154,16 +181,24 @@ def grade_command(argv: list[str]) -> int:
         parser.error("--watch cannot be combined with --gradescope-results or --prairielearn-results")
     if args.gradescope_visibility and not args.gradescope_results:
         parser.error("--gradescope-visibility applies to --gradescope-results FILE, which is missing")
+    note = None
     if args.submission is not None:
         submission = args.submission.resolve()
     else:
         submission = find_working_copy(exercise)
+        here = Path.cwd()
+        if submission is not None and not any(submission.is_relative_to(folder / "exercises")
+                                              for folder in (here, *here.parents)):
+            note = (f"No exercises/{exercise.id}.py in {here} or above: grading {submission}, the working copy "
+                    "of the clone this grader is installed from. Make a workspace of your own with `grade init DIR`.")
         if submission is None:
             parser.exit(EXIT_ERROR, f"grade: no working copy of {exercise.id}: there is no exercises/{exercise.id}.py "
                                     f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
                                     "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
     if args.json or platform_results:
+        if note:
+            print(note, file=sys.stderr)
         verdict = grade_and_write_results(exercise, submission, settings, args)
         if args.json:
             print(json.dumps(verdict.to_json(), indent=2))
@@ -178,6 +213,8 @@ def grade_command(argv: list[str]) -> int:
     from rich.console import Console
 
     console = Console()
+    if note:
+        console.print(f"[yellow]{note}[/yellow]", highlight=False)
     if submission.is_dir():
         submission = _submission_in(exercise, submission, parser)
     if args.watch:

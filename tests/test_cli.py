@@ -103,3 +103,30 @@ def test_bad_environment_setting_names_its_source():
     env = dict(ENV, GRADE_TIMEOUT="soon")
     result = subprocess.run([sys.executable, "-m", "grader", "exercise3"], capture_output=True, text=True, env=env)
     assert result.returncode == 2 and "GRADE_TIMEOUT" in result.stderr
+
+
+def test_grade_alone_shows_the_exercise_list(tmp_path):
+    result = grade(cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert all(e in result.stdout for e in exercises.EXERCISES) and "exercises passed" in result.stdout
+
+
+def test_an_exercise_by_number_and_by_the_path_of_its_file(tmp_path):
+    workspace = tmp_path / "exercises"
+    workspace.mkdir()
+    (workspace / "exercise3.py").write_text(EXERCISE.solution.read_text(encoding="utf-8"), encoding="utf-8")
+    by_number = grade("3", "--json", cwd=tmp_path)
+    by_path = grade("exercises/exercise3.py", "--json", cwd=tmp_path)
+    for result in (by_number, by_path):
+        verdict = json.loads(result.stdout)
+        assert verdict["exercise"] == "exercise3" and verdict["status"] == "passed", result.stderr
+        assert verdict["submission"] == str((workspace / "exercise3.py").resolve())
+    unnamed = grade("notes.py", cwd=tmp_path)
+    assert unnamed.returncode == 2 and "cannot tell which exercise notes.py is" in unnamed.stderr
+
+
+def test_outside_a_workspace_grade_says_which_file_it_grades(tmp_path):
+    result = grade("exercise1", "--json", cwd=tmp_path)
+    verdict = json.loads(result.stdout)
+    assert verdict["submission"] == str(exercises.get("exercise1").stub)
+    assert f"No exercises/exercise1.py in {tmp_path}" in result.stderr and "grade init" in result.stderr
