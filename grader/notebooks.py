@@ -91,6 +91,11 @@ WRITTEN_QUESTION = """\
 
 The encoder creates two `LayerNormalization` layers with identical arguments. Why
 not create one and call it twice? Answer in a few sentences in the cell below.
+
+You may back your answer with measurements: where this course's `grade` command is
+installed, `grade explain exercise3 --submission exercise3.ipynb` trains a small
+classifier around your encoder with two norms and with one shared norm, and reports
+for each claim whether the numbers support it.
 """
 
 WRITTEN_ANSWER = """\
