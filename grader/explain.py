@@ -238,8 +238,11 @@ def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, pla
                    "encoder; their one-shared-norm variant is what your encoder computes")
     if error is None and structure is None and not seeds:
         error = problems[0] if problems else "the experiments reported nothing"
-    why_missing = error if error else None
-    claims = all_claims(structure, seeds, plan.embed_dim, why_missing)
+    try:
+        claims = all_claims(structure, seeds, plan.embed_dim, error)
+    except Exception as exc:  # the grader's own failure, on numbers that passed the checks of form
+        error = f"the grader failed while judging the measurements ({type(exc).__name__}: {exc})"
+        claims = all_claims(None, [], plan.embed_dim, error)
     return Explanation(exercise.id, str(path), subject, claims, reason.rstrip(".") + ".", shared_norm, error,
                        problems, context)
 

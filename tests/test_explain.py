@@ -294,6 +294,19 @@ def test_a_run_that_sent_nothing_usable_is_an_error_not_a_crash():
     assert any("malformed" in p for p in garbage.problems)
 
 
+def test_a_failure_of_the_grader_while_judging_is_its_own_error(monkeypatch):
+    def broken(structure, seeds, embed_dim, why_missing=None):
+        if seeds:
+            raise ZeroDivisionError("division by zero")
+        return all_claims(structure, seeds, embed_dim, why_missing)
+
+    monkeypatch.setattr(explain_module, "all_claims", broken)
+    explanation = read(child_run(structure=STRUCTURE, seed_0=seed_record(0)))
+    assert explanation.exit_code == 2
+    assert explanation.error.startswith("the grader failed while judging the measurements (ZeroDivisionError")
+    assert [c.verdict for c in explanation.claims] == [INCONCLUSIVE] * 5
+
+
 def test_the_reference_subject_recognises_a_shared_submission_from_its_norm_calls():
     run = child_run(structure=STRUCTURE, seed_0=seed_record(0), seed_1=seed_record(1), seed_2=seed_record(2),
                     submission_structure={"norm_calls": 2, "distinct_norms": 1})
