@@ -8,11 +8,13 @@
     grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
     grade batch [PATH...] --exercise EXERCISE --out DIR [...]
     grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
+    grade explain exercise3 [--submission PATH] [--seed N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -29,7 +31,8 @@ grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECO
        grade hint EXERCISE [--all] [--reset]
        grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
        grade batch [PATH...] --exercise EXERCISE --out DIR [--force] [--jobs N] [--gradebook COURSE]
-       grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]"""
+       grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
+       grade explain exercise3 [--submission PATH] [--seed N] [--json]"""
 
 DESCRIPTION = """\
 Grade your Transformer exercises. `grade exercise3` grades your working copy of
@@ -40,7 +43,8 @@ exercises/exercise3.py and shows what passed, what failed and why.
   grade hint exercise3  the next hint for an exercise (--all for all of them)
   grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)
   grade batch submitted/ --exercise exercise3 --out results/   grade a whole class
-  grade gradescope-autograder exercise3 --out autograder.zip  the autograder Gradescope runs"""
+  grade gradescope-autograder exercise3 --out autograder.zip  the autograder Gradescope runs
+  grade explain exercise3   measure why the encoder needs two LayerNormalization layers"""
 
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
@@ -64,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return course_command(argv[1:])
     if argv and argv[0] == "batch":
         return batch_command(argv[1:])
+    if argv and argv[0] == "explain":
+        return explain_command(argv[1:])
     return grade_command(argv)
 
 
@@ -646,6 +652,68 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
         console.print(f"[red]{len(stored.skipped) + len(stored.failed)} result(s) are not in the gradebook.[/red]")
         return EXIT_ERROR
     return 0
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def explain_command(argv: list[str]) -> int:
+    """`grade explain exercise3`: experiments on the encoder answering why it needs two norms."""
+    from .explain import DEFAULT_SEED, EXPLAINABLE, EXPLAIN_TIMEOUT
+
+    parser = argparse.ArgumentParser(
+        prog="grade explain",
+        description="Measure why the Transformer encoder needs two LayerNormalization layers. Your encoder "
+                    "is graded first; if it passes the structure checks (api, weights, gradients, mask, "
+                    "forward) the experiments run on it, otherwise on the reference encoder, and the report "
+                    "says which. In the same sandbox as grading, a small classifier is trained on the "
+                    "synthetic task with two norms and with one shared norm, over three seeds; each claim of "
+                    "the chapter's answer gets its numbers and a verdict: supported, not supported or "
+                    "inconclusive. It takes about a minute. An explanation is never a score.",
+        epilog="exit codes: 0 every experiment reported, 2 the experiments could not run or lost measurements. "
+               "The same seed gives the same numbers.",
+    )
+    parser.add_argument("exercise", help=f"the exercise to explain: {', '.join(EXPLAINABLE)}")
+    parser.add_argument("--submission", type=Path, metavar="PATH",
+                        help="explain this .py file or .ipynb notebook instead of your working copy")
+    parser.add_argument("--json", action="store_true",
+                        help='print only {"exercise", "submission", "subject", "claims": [{"id", "claim", '
+                             '"measured", "verdict", "summary"}]} on stdout')
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"seed of the experiments: seeds N, N+1 and N+2 are trained (default {DEFAULT_SEED})")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"wall-clock limit of the grading and of the experiments, each (default "
+                             f"{EXPLAIN_TIMEOUT:g})")
+    parser.add_argument("--memory", type=int, default=None, metavar="MB",
+                        help="memory limit of the processes running the encoder (default 4096)")
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+    if exercise.id not in EXPLAINABLE:
+        parser.error(f"grade explain measures {', '.join(EXPLAINABLE)} only (the chapter's question "
+                     f"about its two LayerNormalization layers), not {exercise.id}")
+    settings = resolve_settings(args, parser)
+    if args.timeout is None and not os.environ.get("GRADE_TIMEOUT"):
+        settings = dataclasses.replace(settings, timeout=EXPLAIN_TIMEOUT)  # training takes longer than grading
+    submission = (args.submission or find_working_copy(exercise)).resolve()
+    if not submission.is_file():
+        parser.error(f"{submission} is not a file")
+
+    from .explain import explain
+
+    if args.json:
+        explanation = explain(exercise.id, submission, settings)
+        print(json.dumps(explanation.to_json(), indent=2))
+        return explanation.exit_code
+
+    from rich.console import Console
+
+    from .explain_report import render
+
+    console = Console()
+    with console.status("Starting …", spinner="dots") as status:
+        explanation = explain(exercise.id, submission, settings, on_progress=status.update)
+    console.print(render(explanation))
+    return explanation.exit_code
 
 
 # --------------------------------------------------------------------------- nbgrader

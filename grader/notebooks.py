@@ -169,6 +169,11 @@ WRITTEN_ANSWERS = {
 
 The encoder creates two `LayerNormalization` layers with identical arguments. Why
 not create one and call it twice? Answer in a few sentences in the cell below.
+
+If your course gives you the `grade` command, `grade explain exercise3 --submission
+exercise3.ipynb` backs an answer with measurements: it trains a small classifier around
+your encoder with two norms and with one shared norm, and reports for each claim whether
+the numbers support it.
 """,
         model_answer="""\
 ### BEGIN SOLUTION
@@ -215,7 +220,11 @@ class InstructionsError(ValueError):
 WORKSPACE_ONLY = re.compile(r"`grade[ `]|exercises/|python -m|\bgrade (hint|list|init|exercise)")
 # Sentences of the instructions that speak of the .py workspace, and what a notebook student reads instead.
 NOTEBOOK_WORDING = {
-    "exercise3": [("Write down your answer;", "Write your answer in the cell at the end of this notebook;")],
+    "exercise3": [("Write down your answer;", "Write your answer in the cell at the end of this notebook;"),
+                  ("Then test your answer by measurement: `grade explain exercise3` (add\n"
+                   "`--submission exercise3.ipynb` for a notebook) trains",
+                   "If your course gives you the grader's command line, its explain command, run on this\n"
+                   "notebook, tests your answer by measurement: it trains")],
     "exercise5": [("The file provides reference versions", "The answer cell provides reference versions")],
 }
 HOW_IT_WORKS = """\

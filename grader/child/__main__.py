@@ -40,7 +40,8 @@ def run_job(job: dict, stream) -> None:
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
-    probe = importlib.import_module(f"grader.child.probes.{job['exercise']}").run
+    # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own
+    probe = importlib.import_module(f"grader.child.probes.{job.get('probe', job['exercise'])}").run
 
     with stream.phase("runtime") as data:
         started = time.perf_counter()
