@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
+
+MAX_BYTES = 50 * 1024 * 1024
 
 
 class SubmissionError(Exception):
@@ -11,11 +16,26 @@ class SubmissionError(Exception):
 
 
 def read_source(path: Path) -> str:
-    if not path.exists():
-        raise SubmissionError(f"{path} does not exist.")
-    if not path.is_file():
-        raise SubmissionError(f"{path} is not a file.")
-    data = path.read_bytes()
+    """The source to grade. ``path`` itself must be a regular file: a symbolic link is refused, not
+    followed (it could point anywhere the grader may read, the solutions included)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SubmissionError(f"{path} does not exist.") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SubmissionError(f"{path} is a symbolic link; a submission must be the file itself, "
+                                  "so the file it points to was not read.") from None
+        if exc.errno == errno.EISDIR:
+            raise SubmissionError(f"{path} is not a file.") from None
+        raise SubmissionError(f"{path} cannot be read ({exc.strerror}).") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SubmissionError(f"{path} is not a file.")
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise SubmissionError(f"{path.name} is larger than {MAX_BYTES // (1024 * 1024)} MiB; it is not graded.")
     if path.suffix == ".ipynb":
         return notebook_source(data, path)
     if path.suffix != ".py":
@@ -47,9 +67,15 @@ def notebook_source(data: bytes, path: Path) -> str:
     code = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
     answers = [cell for cell in code if _is_nbgrader_answer(cell)]
     chunks = []
-    for cell in answers or code:  # an nbgrader notebook: only its answer cells, not its tests
+    for number, cell in enumerate(answers or code, 1):  # an nbgrader notebook: only its answer cells, not its tests
         source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            text = "".join(source)
+        elif isinstance(source, str):
+            text = source
+        else:
+            raise SubmissionError(f"{path.name} is not a readable notebook (the source of code cell {number} "
+                                  "is not text).")
         lines = [f"# {line}" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
         chunks.append("\n".join(lines))
     return "\n\n".join(chunks) + "\n"
