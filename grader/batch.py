@@ -42,43 +42,110 @@ SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_m
 class Submission:
     id: str
     path: Path
+    problem: str | None = None  # why it is not read: its verdict is an error that says so
 
 
 def discover(paths: list[Path], exercise_id: str) -> list[Submission]:
     """Every .py or .ipynb file under ``paths``. In nbgrader's ``submitted/<student>/<assignment>/``
-    layout the id is the student; otherwise the file's path below the folder given."""
-    found: list[tuple[str, Path]] = []
+    layout the id is the student; otherwise the file's path below the folder given.
+
+    A file (or folder) below a path given that is a symbolic link, is not a regular file, or lies
+    outside the paths given is listed with its ``problem`` and is never read. Ids are unique, and
+    every id a file would get on its own is kept for one of those files (the exercise's own file
+    name first), before the others get ``<id>.<name>``: one student's extra files never take
+    another student's id."""
+    found: list[tuple[str, Path, str | None]] = []
     for root in paths:
         root = Path(root)
         if root.is_file():
-            files = [root] if root.suffix in SUFFIXES else []
-            base = root.parent
+            if root.suffix in SUFFIXES:
+                path = root.resolve()
+                found.append((_identify(path, path.parent), path, None))
         elif root.is_dir():
-            files = sorted(
-                p for p in root.rglob("*")
-                if p.is_file() and p.suffix in SUFFIXES and not (set(p.relative_to(root).parts[:-1]) & SKIPPED_FOLDERS)
-            )
-            base = root
+            found.extend(_walk(root.resolve()))
         else:
             raise FileNotFoundError(f"{root} does not exist")
-        for path in files:
-            found.append((_identify(path, base), path.resolve()))
-    submissions, seen = [], {}
-    for identity, path in found:
-        count = seen.get(identity, 0)
-        seen[identity] = count + 1
-        submissions.append(Submission(identity if count == 0 else f"{identity}-{count + 1}", path))
+    return _unique(found, exercise_id)
+
+
+def _walk(root: Path):
+    """(id, path, problem) of each candidate below ``root``, symbolic links not followed."""
+    for folder, subfolders, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        for name in sorted(subfolders):
+            if name in SKIPPED_FOLDERS:
+                subfolders.remove(name)
+            elif (here / name).is_symlink():
+                subfolders.remove(name)
+                yield _identify(here / name, root), here / name, "it is a symbolic link to a folder; nothing in it was read"
+        subfolders.sort()
+        for name in sorted(files):
+            path = here / name
+            if path.suffix not in SUFFIXES:
+                continue
+            yield _identify(path, root), path, _file_problem(path, root)
+
+
+def _file_problem(path: Path, root: Path) -> str | None:
+    import stat
+
+    try:
+        status = os.lstat(path)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(status.st_mode):
+        return "it is a symbolic link; the file it points to was not read"
+    if not stat.S_ISREG(status.st_mode):
+        return "it is not a regular file"
+    if not Path(os.path.realpath(path)).is_relative_to(root):
+        return "it lies outside the folders given"
+    return None
+
+
+def _unique(found: list[tuple[str, Path, str | None]], exercise_id: str) -> list[Submission]:
+    groups: dict[str, list[tuple[Path, str | None]]] = {}
+    for identity, path, problem in found:
+        groups.setdefault(identity, []).append((path, problem))
+    taken = set(groups)
+    ids: dict[tuple[str, int], str] = {}
+    for identity, members in groups.items():
+        own = [i for i, (path, problem) in enumerate(members) if path.stem == exercise_id and problem is None]
+        keeper = own[0] if own else 0
+        for index in range(len(members)):
+            if index == keeper:
+                ids[identity, index] = identity
+                continue
+            candidate = f"{identity}.{re.sub(r'[^A-Za-z0-9_-]+', '_', members[index][0].stem)}"
+            unique, count = candidate, 1
+            while unique in taken:
+                count += 1
+                unique = f"{candidate}.{count}"
+            taken.add(unique)
+            ids[identity, index] = unique
+    seen: dict[str, int] = {}
+    submissions = []
+    for identity, path, problem in found:
+        index = seen.get(identity, 0)
+        seen[identity] = index + 1
+        submissions.append(Submission(ids[identity, index], path, problem))
     return submissions
 
 
 def _identify(path: Path, base: Path) -> str:
-    parts = path.resolve().parts
+    path = _unfollowed(path)  # a symbolic link is named by where it is, not by what it points to
+    parts = path.parts
     if "submitted" in parts:
         index = len(parts) - 1 - parts[::-1].index("submitted")
         if len(parts) > index + 2:
             return parts[index + 1]
-    relative = path.resolve().relative_to(base.resolve()) if path.resolve().is_relative_to(base.resolve()) else path
+    relative = path.relative_to(base.resolve()) if path.is_relative_to(base.resolve()) else path
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(relative.with_suffix("")))
+
+
+def _unfollowed(path: Path) -> Path:
+    """``path`` made absolute with its folders resolved, its last part as it is."""
+    path = Path(os.path.abspath(path))
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 class Workers:
