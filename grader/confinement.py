@@ -85,7 +85,7 @@ def measures(report) -> tuple[list[str], list[str]]:
         applied.append(f"at most {_mib(report['write_limit'])} written in all, removed afterwards")
     if _int(report.get("file_limit")):
         applied.append(f"files of at most {_mib(report['file_limit'])}")
-    expected = set(CHILD_ENV) | set(SCRATCH_VARIABLES) | set(_PASSED_THROUGH)
+    expected = set(CHILD_ENV) | set(SCRATCH_VARIABLES) | set(_PASSED_THROUGH) | {"PATH"}
     if set(report["environment"]) <= expected:
         applied.append("a minimal environment")
     missing = [f"{MEASURE_WORDS.get(name, name)} ({why})" for name, why in sorted(report["refused"].items())]

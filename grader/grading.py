@@ -19,7 +19,7 @@ from .verdict import Verdict, error_verdict, summarise
 DEFAULT_SEED = None  # a fresh secret seed for every run
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MEMORY_MB = 4096
-CHECKS_SECONDS = 60.0  # one submission's checks, once its evidence is complete
+CHECKS_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Settings:
     seed: int | None = DEFAULT_SEED
     timeout: float = DEFAULT_TIMEOUT
     memory_mb: int = DEFAULT_MEMORY_MB
+    checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
 
 
 class Grading:
@@ -133,9 +134,9 @@ class Grading:
         from .checks.evidence import Evidence
         from .checks.plugin import ChecksOverran, Watchdog, run_checks
 
-        watchdog = Watchdog(CHECKS_SECONDS)
+        watchdog = Watchdog(self.settings.checks_timeout)
         left = getattr(self.child, "seconds_left", lambda: self.settings.timeout)()
-        watchdog.deadline_within(left + 2 * STOP_GRACE + CHECKS_SECONDS)
+        watchdog.deadline_within(left + 2 * STOP_GRACE + self.settings.checks_timeout)
         evidence = Evidence(_Awaited(self.child, watchdog), exercise.prerequisites, self.job, lambda: self.secrets)
         overran = None
         try:

@@ -48,7 +48,7 @@ CHILD_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "OMP_NUM_THREADS": "1",
 }
-_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_PASSED_THROUGH = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 class LaunchFailed(Exception):
@@ -121,7 +121,7 @@ class GradingProcess:
                                                             "status")]
         try:
             self._started = time.perf_counter()
-            self._pidfd = self._launch(theirs, child_environment(self._scratch))
+            self._pidfd = self._launch(theirs, dict(fresh_environment(), **child_environment(self._scratch)))
         except BaseException:
             for name, pair in pipes.items():  # a keeper started anyway reads no job and ends
                 os.close(pair[ours[name]])
@@ -242,7 +242,7 @@ class Child(GradingProcess):
         self._proc = subprocess.Popen(
             [sys.executable, "-I", "-m", "grader.child", str(evidence), str(control), str(status)],
             stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=(evidence, control, status),
-            cwd=self._scratch, env=dict(fresh_environment(), **environment), start_new_session=True,
+            cwd=self._scratch, env=environment, start_new_session=True,
         )
         try:
             return os.pidfd_open(self._proc.pid)
@@ -272,8 +272,11 @@ def _readable(fd: int, seconds: float) -> bool:
 
 
 def fresh_environment() -> dict:
-    """What a fresh child's environment keeps of the grader's: the search path and the locale."""
-    return {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    """What a child's environment keeps of the grader's: the locale and OpenBLAS's CPU settings;
+    the search path is the interpreter's folder and the system's, not the grader's own."""
+    env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])
+    return env
 
 
 def _read_status(fd: int) -> dict:

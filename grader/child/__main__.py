@@ -55,7 +55,9 @@ def start(job: dict) -> None:
     from . import privileges, reaper
     from .evidence_stream import EvidenceStream
 
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     limits = job["limits"]
     privileges.limit_resources(limits["memory_mb"], limits["file_bytes"])
 
