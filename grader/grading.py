@@ -150,6 +150,8 @@ class Grading:
             data = runtime["data"]
             self.context.update({k: str(data.get(k)) for k in ("tensorflow", "keras")})
             self.context["sandbox"] = confinement.describe(data.get("sandbox"))
+            if confinement.valid(data.get("sandbox")):
+                self.context["confinement"] = data["sandbox"]
         self.context["output"] = student_output(run.stdout)
         problem = _ungradable(run, exercise) or (
             f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
