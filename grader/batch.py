@@ -257,9 +257,7 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
         def start_more():
             while queue and len(pending) < jobs:
                 submission = queue.pop(0)
-                pending.append((submission, Grading(exercise_id, submission.path, settings, runner=workers,
-                                                    refusal=getattr(submission, "problem", None)),
-                                time.perf_counter()))
+                pending.append((submission, _start(exercise_id, submission, settings, workers), time.perf_counter()))
 
         start_more()
         while pending:
@@ -277,6 +275,18 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
             workers.close()
         outputs.close()
     return results
+
+
+def _start(exercise_id: str, submission: Submission, settings: Settings, workers) -> Grading:
+    """Start grading one submission; a failure of the grader here is that submission's error alone."""
+    problem = getattr(submission, "problem", None)
+    try:
+        return Grading(exercise_id, submission.path, settings, runner=workers,
+                       refusal=f"The submission was not read: {problem}." if problem else None)
+    except Exception as exc:  # noqa: BLE001
+        return Grading(exercise_id, submission.path, settings, runner=workers,
+                       refusal=f"The submission could not be graded: the grader could not start it "
+                               f"({type(exc).__name__}: {str(exc)[:300]}).")
 
 
 def _write(outputs: "Outputs", result: Result, grading: Grading) -> Result:

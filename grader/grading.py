@@ -47,7 +47,10 @@ class Grading:
 
         self.exercise = exercises.get(exercise_id)
         given = Path(submission)
-        self.path = given.absolute() if given.is_symlink() else given.resolve()
+        try:
+            self.path = given.absolute() if given.is_symlink() else given.resolve()
+        except (OSError, RuntimeError):  # a loop of links above it: read_source says what is wrong
+            self.path = given.absolute()
         self.settings = settings
         self.seed = settings.seed if settings.seed is not None else inputs.new_seed()
         self.secrets: dict | None = None
@@ -138,11 +141,13 @@ class Grading:
         left = getattr(self.child, "seconds_left", lambda: self.settings.timeout)()
         watchdog.deadline_within(left + 2 * STOP_GRACE + self.settings.checks_timeout)
         evidence = Evidence(_Awaited(self.child, watchdog), exercise.prerequisites, self.job, lambda: self.secrets)
-        overran = None
+        overran = failed = None
         try:
             checks = run_checks(exercise.checks, evidence, watchdog)
         except ChecksOverran as exc:
             checks, overran = [], str(exc)
+        except Exception as exc:  # the grader's own failure: never the student's
+            checks, failed = [], f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})"
         run = self.child.wait()
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
@@ -157,6 +162,8 @@ class Grading:
             f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
         if problem is None and overran is not None:
             problem = f"The submission could not be graded: {overran}; {MALFORMED}, or the grader has a fault."
+        if problem is None and failed is not None:
+            problem = f"The submission could not be graded: {failed}."
         if problem:
             return error_verdict(exercise.id, path, problem, max_score, self.context)
         return summarise(exercise.id, path, checks, self.context)
