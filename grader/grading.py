@@ -139,7 +139,8 @@ class Grading:
 
         watchdog = Watchdog(self.settings.checks_timeout)
         left = getattr(self.child, "seconds_left", lambda: self.settings.timeout)()
-        watchdog.deadline_within(left + 2 * STOP_GRACE + self.settings.checks_timeout)
+        # at the latest: the child's time, the stop of a child out of time, then the checks' own time
+        watchdog.deadline_within(left + 3 * STOP_GRACE + self.settings.checks_timeout)
         evidence = Evidence(_Awaited(self.child, watchdog), exercise.prerequisites, self.job, lambda: self.secrets)
         overran = failed = None
         try:
