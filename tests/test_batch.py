@@ -185,6 +185,7 @@ def test_a_worker_that_dies_or_stalls_is_replaced_and_the_batch_goes_on(tmp_path
     statuses = {r.submission.id: r.verdict.status for r in results}
     assert statuses == {"a_correct": "passed", "b_stub": "failed", "c_correct": "passed", "d_shared": "failed",
                         "e_correct": "passed"}
-    assert replaced == 2 and len(set(seen)) == 3
+    # a new worker served after the kill, and another after the stop (a slow machine may replace more)
+    assert seen[1] != seen[0] and seen[3] != seen[2] and replaced >= 2
     for pid in set(seen):
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
