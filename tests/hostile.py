@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 

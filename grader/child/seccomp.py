@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 
 from . import kernel
 
@@ -131,12 +132,6 @@ def install() -> dict:
         error = ctypes.get_errno()
         if result > 0:  # TSYNC names the thread that could not be synchronised
             return {"applied": False, "reason": f"seccomp could not cover thread {result}"}
-        return {"applied": False, "reason": f"seccomp refused ({os_error(error)})"}
+        return {"applied": False, "reason": f"seccomp refused ({os.strerror(error)})"}
     return {"applied": True, "refused": sorted(name for name in REFUSED if name != "clone3")
             + ["clone with a namespace flag"]}
-
-
-def os_error(number: int) -> str:
-    import os
-
-    return os.strerror(number)
