@@ -1,11 +1,13 @@
 """Grades a whole class: many submissions, TensorFlow imported once.
 
-A multiprocessing fork server imports TensorFlow and the probes once
-(``grader.child.preload``); every submission is graded in a fresh child forked
-from it (``grader.child.forked``), with the same scratch copy, limits, Landlock
-confinement and evidence protocol as a single ``grade``. The parent never
-imports TensorFlow, runs the same checks, and writes each result as soon as it
-is known, so an interrupted batch keeps what it finished.
+A worker of the grader's own (``grader.forkserver``, ``grader.child.worker``)
+imports TensorFlow and the probes once; every submission is graded in a child
+forked from it, with the same scratch copy, limits, confinement and evidence
+protocol as a single ``grade``. The parent never imports TensorFlow, runs the
+same checks, and writes each result as soon as it is known, so an interrupted
+batch keeps what it finished. Each submission gets exactly one result: nothing
+one submission sends or does, and nothing that fails in the grader for it,
+stops the others.
 
 With ``--gradebook COURSE`` the verdicts then go through nbgrader's own
 autograde, without executing the notebooks again (``grader.gradebook``).
@@ -25,21 +27,17 @@ import csv
 import json
 import os
 import re
+import select
 import shutil
-import signal
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import exercises
-from .grading import Grading, Settings
-from .sandbox import (
-    MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ChildRun, ControlChannel, RecordParser, child_environment, end_run,
-    make_scratch,
-)
+from . import exercises, forkserver
+from .grading import Grading, Settings, max_points
+from .sandbox import GradingProcess
+from .verdict import error_verdict
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
@@ -274,108 +272,40 @@ def _unique(submissions: list[Submission], refused: list[Submission]):
 
 
 class Workers:
-    """The fork server: started on first use, TensorFlow imported once, then one fork per submission."""
+    """The runner of ``grade batch``: one worker with TensorFlow imported (``grader.forkserver``,
+    replaced whenever it fails), and one forked child per submission."""
 
-    def __init__(self):
-        import multiprocessing
-        import multiprocessing.forkserver
-
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["grader.child.preload"])
+    def __init__(self, ready_seconds: float = forkserver.READY_SECONDS,
+                 fork_seconds: float = forkserver.FORK_SECONDS):
         # Start importing TensorFlow in the worker now, and meanwhile load the parent's own
         # tools (pytest, the checks), which the first result would otherwise wait for.
-        multiprocessing.forkserver.ensure_running()
+        self.server = forkserver.ForkServer(ready_seconds, fork_seconds)
         from .checks import plugin  # noqa: F401
 
     def __call__(self, job: dict, source: str, timeout: float, memory_mb: int, respond=None) -> "ForkedChild":
-        return ForkedChild(self._context, job, source, timeout, memory_mb, respond)
-
-
-class ForkedChild:
-    """One submission in a forked child; ``wait()`` gives its ChildRun, as sandbox.Child does."""
-
-    def __init__(self, context, job: dict, source: str, timeout: float, memory_mb: int, respond=None):
-        from .child import forked
-
-        self._scratch, job = make_scratch(job, source)
-        self._private = tempfile.mkdtemp(prefix="grade-private-")
-        self._timeout = timeout
-        self._result: ChildRun | None = None
-        self._stdout = os.path.join(self._private, "stdout")
-        self._stderr = os.path.join(self._private, "stderr")
-        receiver, sender = context.Pipe(duplex=False)
-        control_receiver, control_sender = context.Pipe(duplex=False)
-        self._started = time.perf_counter()
-        self._process = context.Process(
-            target=forked.run,
-            args=(json.dumps(job), sender, control_receiver, self._stdout, self._stderr, memory_mb, MAX_FILE_BYTES,
-                  child_environment(self._scratch)),
-            daemon=False,
-        )
-        self._process.start()
-        sender.close()
-        control_receiver.close()
-        self._control = ControlChannel(control_sender.send_bytes, control_sender.close)
-        self._parser = RecordParser(ChildRun(), respond, self._control)
-        self._reader = threading.Thread(target=self._read, args=(receiver,), daemon=True)
-        self._reader.start()
-
-    def _read(self, receiver) -> None:
-        try:
-            while True:
-                self._parser.feed(receiver.recv_bytes())
-        except (EOFError, OSError):
-            pass
-        finally:
-            receiver.close()
+        return ForkedChild(self.server, job, source, timeout, memory_mb, respond)
 
     @property
-    def sentinel(self) -> int:
-        return self._process.sentinel
+    def pid(self) -> int | None:
+        """The current worker's process id (None between a failure and the next start)."""
+        return self.server.worker.pid if self.server.worker is not None else None
 
-    def ready(self) -> bool:
-        """Finished, or out of time (``wait`` then kills it at once)."""
-        return (self._process.exitcode is not None
-                or time.perf_counter() - self._started >= self._timeout)
-
-    def seconds_left(self) -> float:
-        return max(0.0, self._timeout - (time.perf_counter() - self._started))
-
-    def kill(self) -> None:
-        self._timeout = 0.0
-        self.wait()
-
-    def wait(self) -> ChildRun:
-        if self._result is not None:
-            return self._result
-        run = self._parser.run
-        remaining = self._timeout - (time.perf_counter() - self._started)
-        self._process.join(max(remaining, 0.0))
-        if self._process.exitcode is None:
-            run.timed_out = True
-        try:
-            os.killpg(self._process.pid, signal.SIGKILL)  # the child and anything it started
-        except (ProcessLookupError, PermissionError):
-            pass
-        self._process.join()
-        self._reader.join(timeout=5)
-        self._control.close()
-        end_run(run, self._started, self._process.exitcode, _capped(self._stdout), _capped(self._stderr))
-        self._parser.finish()
-        shutil.rmtree(self._scratch, ignore_errors=True)
-        shutil.rmtree(self._private, ignore_errors=True)
-        self._result = run
-        return run
+    def close(self) -> None:
+        self.server.close()
 
 
-def _capped(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_OUTPUT_BYTES + 1)
-    except OSError:
-        return ""
-    text = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace").replace("\x00", "")
-    return text + ("\n[... output cut ...]\n" if len(data) > MAX_OUTPUT_BYTES else "")
+class ForkedChild(GradingProcess):
+    """One submission in a child forked by the worker; the same waiting and results as ``sandbox.Child``."""
+
+    def __init__(self, server: "forkserver.ForkServer", job: dict, source: str, timeout: float, memory_mb: int,
+                 respond=None):
+        self._server = server
+        self.pid: int | None = None
+        super().__init__(job, source, timeout, memory_mb, respond)
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        self.pid, pidfd = self._server.fork(descriptors, environment)
+        return pidfd
 
 
 @dataclass
@@ -506,46 +436,82 @@ def gradescope(verdict) -> dict:
 
 
 def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settings: Settings = Settings(),
-              jobs: int | None = None, on_result=None) -> list[Result]:
-    """Grade every submission, ``jobs`` at a time; call ``on_result(result)`` as each finishes."""
+              jobs: int | None = None, on_result=None, workers: "Workers | None" = None) -> list[Result]:
+    """Grade every submission, ``jobs`` at a time; call ``on_result(result)`` as each finishes.
+
+    Every submission gets exactly one result: whatever one submission's child sends or does, and
+    whatever fails in the grader for it (reading, checking, writing), becomes an error verdict for
+    it alone. Children and scratch folders are gone when this returns, or raises."""
     exercises.get(exercise_id)
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
-    workers = Workers()
     outputs = Outputs(out)
+    own_workers = workers is None
     results: list[Result] = []
     queue = list(submissions)
     pending: list[tuple[Submission, Grading, float]] = []
     try:
+        if own_workers:
+            workers = Workers()
+
         def start_more():
             while queue and len(pending) < jobs:
                 submission = queue.pop(0)
-                pending.append((submission, Grading(exercise_id, submission.path, settings, runner=workers),
-                                time.perf_counter()))
+                pending.append((submission, _start(exercise_id, submission, settings, workers), time.perf_counter()))
 
         start_more()
         while pending:
             submission, grading, started = pending.pop(_next_ready(pending))
             start_more()  # the next child runs while this one's checks do
             result = Result(submission, grading.finish(), time.perf_counter() - started)
-            outputs.write(result)
+            result = _write(outputs, result, grading)
             results.append(result)
             if on_result is not None:
                 on_result(result)
     finally:
-        outputs.close()
         for _, grading, _ in pending:  # stopped early: leave no child running
-            if grading.child is not None:
-                grading.child.kill()
+            grading.close()
+        if own_workers and workers is not None:
+            workers.close()
+        outputs.close()
     return results
+
+
+def _start(exercise_id: str, submission: Submission, settings: Settings, workers) -> Grading:
+    """Start grading one submission; a failure of the grader here is that submission's error alone."""
+    try:
+        return Grading(exercise_id, submission.path, settings, runner=workers)
+    except Exception as exc:  # noqa: BLE001
+        return Grading(exercise_id, submission.path, settings, runner=workers,
+                       refusal=f"The submission could not be graded: the grader could not start it "
+                               f"({type(exc).__name__}: {str(exc)[:300]}).")
+
+
+def _write(outputs: "Outputs", result: Result, grading: Grading) -> Result:
+    """Write one result; if the grader cannot, the submission's result is an error that says so."""
+    try:
+        outputs.write(result)
+        return result
+    except Exception as exc:  # noqa: BLE001 - one submission's files, not the whole batch
+        failed = Result(result.submission, error_verdict(
+            grading.exercise.id, str(grading.path),
+            f"The submission was graded, but the grader could not write its results ({type(exc).__name__}: "
+            f"{str(exc)[:300]}).", max_points(grading.exercise.id), grading.context), result.seconds)
+        try:
+            outputs.write(failed)
+        except Exception:  # noqa: BLE001 - the folder is unusable; the result is still returned
+            pass
+        return failed
 
 
 def _next_ready(pending) -> int:
     """The first pending grading whose child has finished (or run out of time), waiting for one."""
-    from multiprocessing.connection import wait
-
     while True:
+        children = []
         for index, (_, grading, _) in enumerate(pending):
             if grading.child is None or grading.child.ready():
                 return index
-        children = [g.child for _, g, _ in pending]
-        wait([c.sentinel for c in children], timeout=min(c.seconds_left() for c in children) + 0.01)
+            children.append(grading.child)
+        poller = select.poll()
+        for child in children:
+            poller.register(child.sentinel, select.POLLIN)
+        poller.poll(int(min(c.seconds_left() for c in children) * 1000) + 10)

@@ -11,14 +11,15 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import exercises
-from .sandbox import Child, ChildRun
+from . import confinement, exercises
+from .sandbox import STOP_GRACE, Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 
 DEFAULT_SEED = None  # a fresh secret seed for every run
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MEMORY_MB = 4096
+CHECKS_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Settings:
     seed: int | None = DEFAULT_SEED
     timeout: float = DEFAULT_TIMEOUT
     memory_mb: int = DEFAULT_MEMORY_MB
+    checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
 
 
 class Grading:
@@ -35,14 +37,20 @@ class Grading:
     verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
     keeps several children running at once."""
 
-    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child):
-        """``runner(job, source, timeout, memory_mb)`` starts the child and returns something
-        whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
-        pre-imported worker in batch mode (``grader.batch``)."""
+    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child,
+                 refusal: str | None = None):
+        """``runner(job, source, timeout, memory_mb, respond=...)`` starts the child and returns
+        something whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
+        pre-imported worker in batch mode (``grader.batch``). With ``refusal`` the submission is
+        not read: its verdict is an error that says why."""
         from . import inputs
 
         self.exercise = exercises.get(exercise_id)
-        self.path = Path(submission).resolve()
+        given = Path(submission)
+        try:
+            self.path = given.absolute() if given.is_symlink() else given.resolve()
+        except (OSError, RuntimeError):  # a loop of links above it: read_source says what is wrong
+            self.path = given.absolute()
         self.settings = settings
         self.seed = settings.seed if settings.seed is not None else inputs.new_seed()
         self.secrets: dict | None = None
@@ -56,10 +64,12 @@ class Grading:
             "python": platform.python_version(),
         }
         self.child = None
-        self.early_error: str | None = None
+        self.early_error: str | None = refusal
         self.source = Source("")
+        if refusal is not None:
+            return
         try:
-            self.source = read_submission(self.path)
+            self.source = read_submission(given)
         except SubmissionError as exc:
             self.early_error = str(exc)
             return
@@ -67,15 +77,19 @@ class Grading:
         self.early_error = syntax_problem(source, self.path, self.source)
         if self.early_error:
             return  # found without running anything: no child, no TensorFlow
-        self.job = dict(
-            inputs.public_job(self.exercise),
-            cells=[list(cell) for cell in self.source.cells],
-            exercise=self.exercise.id,
-            class_name=self.exercise.target,
-            kind=self.exercise.kind,
-            memory_mb=settings.memory_mb,
-        )
-        self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
+        try:
+            self.job = dict(
+                inputs.public_job(self.exercise),
+                cells=[list(cell) for cell in self.source.cells],
+                exercise=self.exercise.id,
+                class_name=self.exercise.target,
+                kind=self.exercise.kind,
+                memory_mb=settings.memory_mb,
+            )
+            self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
+        except Exception as exc:  # the grader's own failure, or the machine's: never the student's
+            self.early_error = (f"The submission could not be graded: the grader could not start the grading "
+                                f"process ({type(exc).__name__}: {exc}).")
 
     def _respond(self, record: dict) -> bytes | None:
         """Answer the child's report of the built layer with the secret part of the job."""
@@ -100,6 +114,26 @@ class Grading:
         return None
 
     def finish(self) -> Verdict:
+        """The verdict. Whatever the child sent or did, and whatever failed in the grader while
+        reading it, there is exactly one, and the child and its scratch folder are gone after."""
+        try:
+            return self._finish()
+        except Exception as exc:
+            return error_verdict(self.exercise.id, str(self.path),
+                                 f"The submission could not be graded: {MALFORMED} ({type(exc).__name__} in the "
+                                 f"grader: {str(exc)[:300]}).", max_points(self.exercise.id), self.context)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the child, if it still runs, and remove its scratch folder."""
+        if self.child is not None:
+            try:
+                self.child.kill()
+            except Exception:  # noqa: BLE001 - nothing more can be done for a child that cannot be ended
+                pass
+
+    def _finish(self) -> Verdict:
         exercise, path = self.exercise, str(self.path)
         max_score = max_points(exercise.id)
         if self.child is None:
@@ -107,33 +141,60 @@ class Grading:
         # pytest starts up and collects the checks while the child imports TensorFlow;
         # the first check to need evidence waits for the child.
         from .checks.evidence import Evidence
-        from .checks.plugin import run_checks
+        from .checks.plugin import ChecksOverran, Watchdog, run_checks
 
-        evidence = Evidence(self.child, exercise.prerequisites, self.job, lambda: self.secrets,
+        watchdog = Watchdog(self.settings.checks_timeout)
+        left = getattr(self.child, "seconds_left", lambda: self.settings.timeout)()
+        # at the latest: the child's time, the stop of a child out of time, then the checks' own time
+        watchdog.deadline_within(left + 3 * STOP_GRACE + self.settings.checks_timeout)
+        evidence = Evidence(_Awaited(self.child, watchdog), exercise.prerequisites, self.job, lambda: self.secrets,
                             prepare=(lambda run: _name_cells(run, self.source)) if self.source.cells else None)
+        overran = failed = None
         try:
-            checks = run_checks(exercise.checks, evidence)
-        finally:
-            run = evidence.run
+            checks = run_checks(exercise.checks, evidence, watchdog)
+        except ChecksOverran as exc:
+            checks, overran = [], str(exc)
+        except Exception as exc:  # the grader's own failure: never the student's
+            checks, failed = [], f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})"
+        run = evidence.run
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
-        if runtime and runtime.get("ok") and isinstance(runtime.get("data"), dict):
+        if runtime and runtime.get("ok"):
             data = runtime["data"]
             self.context.update({k: str(data.get(k)) for k in ("tensorflow", "keras")})
-            sandbox = data.get("sandbox") if isinstance(data.get("sandbox"), dict) else {}
-            self.context["sandbox"] = (
-                "Landlock: writes only to a scratch folder"
-                + (", no network" if sandbox.get("network") else "")
-                + (", no signals to the grader" if sandbox.get("signals") else "")
-                if sandbox.get("applied")
-                else f"time and memory limits only ({sandbox.get('reason', 'no Landlock')})"
-            )
+            self.context["sandbox"] = confinement.describe(data.get("sandbox"))
+            if confinement.valid(data.get("sandbox")):
+                self.context["confinement"] = data["sandbox"]
         self.context["output"] = student_output(run.stdout)
         problem = _ungradable(run, exercise) or (
             f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
+        if problem is None and overran is not None:
+            problem = f"The submission could not be graded: {overran}; {MALFORMED}, or the grader has a fault."
+        if problem is None and failed is not None:
+            problem = f"The submission could not be graded: {failed}."
         if problem:
             return error_verdict(exercise.id, path, problem, max_score, self.context)
         return summarise(exercise.id, path, checks, self.context)
+
+
+MALFORMED = "the grading process sent malformed evidence"
+
+
+class _Awaited:
+    """The child as the checks see it: waiting for it starts the checks' clock, and an untrusted
+    run shows them no evidence at all."""
+
+    def __init__(self, child, watchdog):
+        self._child = child
+        self._watchdog = watchdog
+
+    def wait(self) -> ChildRun:
+        run = self._child.wait()
+        self._watchdog.start()
+        if run.protocol_error:
+            return ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
+                            seconds=run.seconds, protocol_error=run.protocol_error)
+        return run
 
 
 def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:
@@ -196,7 +257,7 @@ def _name_cells(run: ChildRun, source: Source) -> None:
 
 def _ungradable(run: ChildRun, exercise) -> str | None:
     """Why the submission could not be graded at all, or None."""
-    from .checks.evidence import describe_death, format_student_error
+    from .checks.evidence import format_student_error
 
     if run.protocol_error:
         return f"The submission could not be graded: {run.protocol_error}."
@@ -204,8 +265,11 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
     if runtime is None:
         if run.timed_out:
             return "The grading process ran out of time while importing TensorFlow; try a longer --timeout."
-        return f"The grading process could not start: {describe_death(run)}"
+        return f"The grading process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
+        if "sandbox_error" in runtime["data"]:
+            return ("The submission could not be graded: the grading process could not confine itself "
+                    f"({runtime['data']['sandbox_error']}), so none of the submission ran.")
         return format_student_error("TensorFlow could not be imported in the grading process", runtime["error"] or {})
     load = run.phases.get("load")
     if load is None:
@@ -222,7 +286,7 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
                 "Look for code at the top level of your file that loops or waits (training runs, "
                 "input(), sleeps): put it under `if __name__ == \"__main__\":`."
             )
-        return f"Your file could not be imported: {describe_death(run)}"
+        return f"Your file could not be imported: {describe_end(run)}"
     if not load.get("ok"):
         error = load.get("error") or {}
         if error.get("type") in ("SyntaxError", "IndentationError", "TabError"):
@@ -259,6 +323,35 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
             "Keep the signature from the exercise file."
         )
     return None
+
+
+# what the signals a grading process may end by mean, in a report
+SIGNAL_MEANINGS = {
+    "SIGKILL": "killed", "SIGTERM": "asked to stop", "SIGSEGV": "a crash: segmentation fault",
+    "SIGBUS": "a crash: bus error", "SIGFPE": "a crash: arithmetic fault", "SIGILL": "a crash: illegal instruction",
+    "SIGABRT": "aborted", "SIGXFSZ": "a file grew past the size limit", "SIGXCPU": "the CPU time limit",
+    "SIGSYS": "a forbidden system call", "SIGPIPE": "a write to a closed pipe",
+}
+
+
+def describe_end(run: ChildRun) -> str:
+    """How the grading process ended, in words: whatever its status, real-time signals included."""
+    from .checks.evidence import describe_running
+
+    where = describe_running(run)
+    if run.protocol_error:
+        return f"the grading process could not be trusted: {run.protocol_error}."
+    if run.memory_exceeded:
+        return f"your code ran out of memory {where} (the memory limit was reached)."
+    if run.timed_out:
+        return f"the time limit ran out {where}."
+    if run.signal_name:
+        name = run.signal_name
+        meaning = SIGNAL_MEANINGS.get(name) or ("a real-time signal" if name.startswith("SIGRT") else "a signal")
+        return f"the grading process was ended by {name} ({meaning}) {where}."
+    if run.returncode is None:
+        return f"the grading process ended without a status {where}."
+    return f"the grading process stopped unexpectedly (exit code {run.returncode}) {where}."
 
 
 def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> str:

@@ -1,18 +1,24 @@
-"""Runs a submission in a child process with a wall-clock and a memory limit.
+"""Runs a submission in a contained child process with a wall-clock and a memory limit.
 
 The child gets a scratch copy of the submission, the public part of its job on
 stdin, a private pipe for evidence and a second pipe, the control channel, on
 which the parent answers the child's report of the layer's variables with the
 secret part of the job (``respond``). Evidence is parsed as it arrives. The
-child's stdout and stderr are captured and capped; its exit code is recorded
-but never trusted. The whole process group is killed at the time limit.
+child's stdout and stderr are captured and capped; how it ended arrives on a
+status pipe from the keeper (``grader.child.reaper``), is recorded, and is
+never trusted as a result. At the time limit the keeper is asked to end the
+grading (every process it started included), then killed.
+
+``Child`` starts a fresh interpreter for one grading; ``grader.batch`` forks
+the same keeper from a worker that has TensorFlow imported. Both share
+``GradingProcess``: the pipes, the readers and the waiting.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -23,11 +29,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import wire
+from . import records, wire
 
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
 MAX_OUTPUT_BYTES = 32 * 1024
-MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes
+MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmpfs can hold its scratch folder
+MAX_PROCESSES = 128  # processes and threads of one grading (TensorFlow's own threads included)
+LAUNCH_ATTEMPTS = 2  # a runner whose start failed (a batch worker that died) is asked once more
+STOP_GRACE = 10.0  # seconds the keeper gets to end a grading it was asked to end, before it is killed
+MAX_STATUS_BYTES = 4096
 
 CHILD_ENV = {
     "TF_CPP_MIN_LOG_LEVEL": "3",
@@ -37,7 +48,11 @@ CHILD_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "OMP_NUM_THREADS": "1",
 }
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TMPDIR")
+_PASSED_THROUGH = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+class LaunchFailed(Exception):
+    """A runner could not start the child; starting again, with new pipes, may work."""
 
 
 @dataclass
@@ -70,93 +85,238 @@ class ChildRun:
         return None
 
 
-class Child:
-    """A running child: started at once, waited for when its evidence is needed."""
+def limits(timeout: float, memory_mb: int) -> dict:
+    """The limits a child applies to itself and everything it starts."""
+    return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
+            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES}
+
+
+class GradingProcess:
+    """One grading's child, started at once and waited for when its evidence is needed.
+
+    A subclass starts the keeper in ``_launch(descriptors, environment)``, given the child's ends of
+    its pipes (stdin, stdout, stderr, evidence, control, status), and returns a pidfd of it;
+    ``_reap()`` collects it when it is the parent's own child."""
 
     def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None):
         """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
         are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
+        job = dict(job, limits=limits(timeout, memory_mb))
         self._timeout = timeout
         self._result: ChildRun | None = None
+        self._pidfd: int | None = None
+        self._ends: list[int] = []  # the parent's ends, closed by wait()
         try:
-            self._start(job, memory_mb, respond)
+            for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+                try:
+                    self._start(job, respond)
+                    break
+                except LaunchFailed:
+                    if attempt == LAUNCH_ATTEMPTS:
+                        raise
         except BaseException:
-            self._cleanup()
+            self._abandon()
             raise
 
-    def _start(self, job: dict, memory_mb: int, respond) -> None:
-        read_fd, write_fd = os.pipe()
-        control_read, control_write = os.pipe()
-        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-        env.update(child_environment(self._scratch))
-        limit = int(memory_mb) * 1024 * 1024
-
-        def limits():
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-
-        self._started = time.perf_counter()
+    def _start(self, job: dict, respond) -> None:
+        pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr", "evidence", "control", "status")}
+        ours = {"stdin": 1, "stdout": 0, "stderr": 0, "evidence": 0, "control": 1, "status": 0}
+        theirs = [pipes[name][1 - ours[name]] for name in ("stdin", "stdout", "stderr", "evidence", "control",
+                                                            "status")]
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.child", str(write_fd), str(control_read)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self._scratch,
-                env=env,
-                pass_fds=(write_fd, control_read),
-                start_new_session=True,
-                preexec_fn=limits,
-            )
+            self._started = time.perf_counter()
+            self._pidfd = self._launch(theirs, dict(fresh_environment(), **child_environment(self._scratch)))
         except BaseException:
-            os.close(control_write)
+            for name, pair in pipes.items():  # a keeper started anyway reads no job and ends
+                os.close(pair[ours[name]])
             raise
         finally:
-            os.close(write_fd)
-            os.close(control_read)
-        self._control = ControlChannel(lambda data: _write_all(control_write, data), lambda: os.close(control_write))
+            for fd in theirs:
+                os.close(fd)
+        for name, pair in pipes.items():
+            self._ends.append(pair[ours[name]])
+        self._status_fd = pipes["status"][0]
+        control_write = pipes["control"][1]
+        self._ends.remove(control_write)  # the control channel closes it
+        self._control = ControlChannel(lambda data: _write_all(control_write, data),
+                                       lambda: os.close(control_write))
         self._parser = RecordParser(ChildRun(), respond, self._control)
         self._out: list[bytes] = []
         self._err: list[bytes] = []
         self._readers = [
-            threading.Thread(target=_read_records, daemon=True,
-                             args=(os.fdopen(read_fd, "rb", buffering=0), self._parser)),
-            threading.Thread(target=_read_capped, args=(self._proc.stdout, self._out, MAX_OUTPUT_BYTES), daemon=True),
-            threading.Thread(target=_read_capped, args=(self._proc.stderr, self._err, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=_read_records, args=(pipes["evidence"][0], self._parser), daemon=True),
+            threading.Thread(target=_read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=_read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES), daemon=True),
         ]
         for reader in self._readers:
             reader.start()
+        for name in ("evidence", "stdout", "stderr"):  # each reader closes its own
+            self._ends.remove(pipes[name][0])
+        stdin = pipes["stdin"][1]
         try:
-            self._proc.stdin.write(json.dumps(job).encode("utf-8"))
-            self._proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
+            _write_all(stdin, json.dumps(job).encode("utf-8"))
+        except OSError:
+            pass  # the keeper is gone already: wait() tells how it ended
+        finally:
+            self._ends.remove(stdin)
+            os.close(stdin)
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        raise NotImplementedError
+
+    def _reap(self) -> None:
+        """Collect the keeper's exit when it is this process's own child."""
+
+    def _returncode(self) -> int | None:
+        """The keeper's own exit status, when known: used only if it sent no status."""
+        return None
+
+    @property
+    def sentinel(self) -> int:
+        """A descriptor that becomes readable when the keeper has ended."""
+        return self._pidfd
+
+    def ended(self) -> bool:
+        return _readable(self._pidfd, 0)
+
+    def ready(self) -> bool:
+        """Finished, or out of time (``wait`` then ends it at once)."""
+        return self._result is not None or self.ended() or self.seconds_left() <= 0
+
+    def seconds_left(self) -> float:
+        return max(0.0, self._timeout - (time.perf_counter() - self._started))
+
+    def kill(self) -> None:
+        """End the grading now (the verdict, if anyone asks, is a timeout)."""
+        self._timeout = 0.0
+        self.wait()
 
     def wait(self) -> ChildRun:
-        """Wait for the child (killing it at the time limit) and return what it sent."""
+        """Wait for the child (ending it at the time limit) and return what it sent."""
         if self._result is not None:
             return self._result
         run = self._parser.run
-        try:
-            remaining = self._timeout - (time.perf_counter() - self._started)
-            self._proc.wait(timeout=max(remaining, 0.0))
-        except subprocess.TimeoutExpired:
+        if not _readable(self._pidfd, self.seconds_left()):
             run.timed_out = True
-        _kill_group(self._proc)
-        self._proc.wait()
+            self._stop()
+        self._reap()
         for reader in self._readers:
             reader.join(timeout=5)
         self._control.close()
-        end_run(run, self._started, self._proc.returncode, _text(self._out), _text(self._err))
+        status = _read_status(self._status_fd)
+        returncode = status_returncode(status.get("status")) if "status" in status else self._returncode()
+        end_run(run, self._started, returncode, _text(self._out), _text(self._err))
         self._parser.finish()
-        self._cleanup()
+        self._abandon()
         self._result = run
         return run
 
-    def _cleanup(self) -> None:
+    def _stop(self) -> None:
+        """Ask the keeper to end the grading; kill it if it has not within STOP_GRACE."""
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            except ProcessLookupError:
+                return
+            if _readable(self._pidfd, grace):
+                return
+
+    def _abandon(self) -> None:
+        """Close every descriptor and remove the scratch folder (the keeper, if any, is over or killed)."""
+        if self._result is None and self._pidfd is not None and not self.ended():
+            self._stop()
+            self._reap()
+        for fd in self._ends:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._ends = []
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+class Child(GradingProcess):
+    """A grading in a fresh interpreter: ``python -I -m grader.child`` is the keeper."""
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        stdin, stdout, stderr, evidence, control, status = descriptors
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "grader.child", str(evidence), str(control), str(status)],
+            stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=(evidence, control, status),
+            cwd=self._scratch, env=environment, start_new_session=True,
+        )
+        try:
+            return os.pidfd_open(self._proc.pid)
+        except BaseException:
+            self._proc.kill()
+            self._proc.wait()
+            raise
+
+    def _reap(self) -> None:
+        self._proc.wait()
+
+    def _returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def _abandon(self) -> None:
+        super()._abandon()
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            proc.wait()
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000 + 0.999))))
+
+
+def fresh_environment() -> dict:
+    """What a child's environment keeps of the grader's: the locale and OpenBLAS's CPU settings;
+    the search path is the interpreter's folder and the system's, not the grader's own."""
+    env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])
+    return env
+
+
+def _read_status(fd: int) -> dict:
+    """The keeper's one status record: {"status": wait status or None, "ended": ...}, or {}."""
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while len(data) <= MAX_STATUS_BYTES:
+            block = os.read(fd, MAX_STATUS_BYTES)
+            if not block:
+                break
+            data += block
+    except (BlockingIOError, OSError):
+        pass
+    try:
+        record = json.loads(data.decode("utf-8").strip() or "{}")
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    status = record.get("status")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        return {}
+    return record
+
+
+def status_returncode(status: int | None) -> int | None:
+    """A wait status as subprocess's returncode: the exit code, or minus the signal number."""
+    if status is None:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return None
 
 
 class ControlChannel:
@@ -204,11 +364,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def child_environment(scratch: str) -> dict:
+def child_environment(scratch: str | None = None) -> dict:
     """Environment variables of a child: quiet TensorFlow, and every home or cache in its scratch folder."""
     env = dict(CHILD_ENV)
-    for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
-        env[name] = scratch
+    if scratch is not None:
+        for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
+            env[name] = scratch
     return env
 
 
@@ -251,15 +412,8 @@ def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int,
     return Child(job, submission_source, timeout, memory_mb, respond).wait()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _read_records(pipe, parser: "RecordParser") -> None:
-    with pipe:
+def _read_records(fd: int, parser: "RecordParser") -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
         while True:
             block = pipe.read(1 << 16)
             if not block:
@@ -267,11 +421,11 @@ def _read_records(pipe, parser: "RecordParser") -> None:
             parser.feed(block)
 
 
-def _read_capped(pipe, chunks: list[bytes], cap: int) -> None:
+def _read_capped(fd: int, chunks: list[bytes], cap: int) -> None:
     """Read until EOF, keeping the first ``cap`` bytes and discarding the rest,
     so a flood of output costs the child time but never the parent memory."""
     total = 0
-    with pipe:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
         while True:
             block = pipe.read(1 << 16)
             if not block:
@@ -361,7 +515,7 @@ class RecordParser:
             if phase in run.phases:
                 self._fail(f"phase {phase!r} was reported twice")
                 return
-            problem = _malformed_end(record)
+            problem = records.problem(record)
             if problem:
                 self._fail(f"the record of phase {phase!r} is malformed ({problem})")
                 return
@@ -375,24 +529,3 @@ class RecordParser:
             answer = self._respond(record)
             if self._control is not None and answer is not None:
                 self._control.send(answer)
-
-
-def _malformed_end(record: dict) -> str | None:
-    if not isinstance(record.get("ok"), bool):
-        return "ok is not true or false"
-    if not isinstance(record.get("data"), dict):
-        return "data is not an object"
-    error = record.get("error")
-    if record["ok"] and error is not None:
-        return "a successful phase carries an error"
-    if not record["ok"]:
-        if not isinstance(error, dict):
-            return "a failed phase carries no error"
-        if not isinstance(error.get("type", ""), str) or not isinstance(error.get("message", ""), str):
-            return "the error's type or message is not text"
-        frames = error.get("student_frames", [])
-        if not isinstance(frames, list) or not all(
-                isinstance(f, dict) and isinstance(f.get("code", ""), str)
-                and isinstance(f.get("function", ""), str) for f in frames):
-            return "the error's frames are malformed"
-    return None

@@ -8,9 +8,14 @@ name the cell.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+MAX_BYTES = 50 * 1024 * 1024
 
 
 class SubmissionError(Exception):
@@ -35,11 +40,10 @@ class Source:
 
 
 def read_submission(path: Path) -> Source:
-    if not path.exists():
-        raise SubmissionError(f"{path} does not exist.")
-    if not path.is_file():
-        raise SubmissionError(f"{path} is not a file.")
-    data = path.read_bytes()
+    """The source to grade. ``path`` itself must be a regular file: a symbolic link is refused, not
+    followed (it could point anywhere the grader may read, the solutions included)."""
+    path = Path(path)
+    data = _read_file_itself(path)
     if path.suffix == ".ipynb":
         return notebook_submission(data, path)
     if path.suffix != ".py":
@@ -48,16 +52,28 @@ def read_submission(path: Path) -> Source:
 
 
 def read_source(path: Path) -> str:
-    if not path.exists():
-        raise SubmissionError(f"{path} does not exist.")
-    if not path.is_file():
-        raise SubmissionError(f"{path} is not a file.")
-    data = path.read_bytes()
-    if path.suffix == ".ipynb":
-        return notebook_source(data, path)
-    if path.suffix != ".py":
-        raise SubmissionError(f"{path.name}: a submission is a .py file or an .ipynb notebook.")
-    return python_source(data, path)
+    return read_submission(path).text
+
+
+def _read_file_itself(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SubmissionError(f"{path} does not exist.") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SubmissionError(f"{path} is a symbolic link; a submission must be the file itself, "
+                                  "so the file it points to was not read.") from None
+        if exc.errno == errno.EISDIR:
+            raise SubmissionError(f"{path} is not a file.") from None
+        raise SubmissionError(f"{path} cannot be read ({exc.strerror}).") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SubmissionError(f"{path} is not a file.")
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise SubmissionError(f"{path.name} is larger than {MAX_BYTES // (1024 * 1024)} MiB; it is not graded.")
+    return data
 
 
 def python_source(data: bytes, path: Path) -> str:

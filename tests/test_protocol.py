@@ -88,3 +88,65 @@ def test_every_signal_has_a_name():
     assert signal_name(9) == "SIGKILL"
     assert signal_name(signal.SIGRTMIN + 3) == "SIGRTMIN+3"
     assert signal_name(200) == "signal 200"
+
+
+def test_records_the_parent_reads_itself_must_have_their_form():
+    load = {"event": "end", "phase": "load", "ok": True, "error": None, "data": {}}
+    failed = dict(END, phase="forward", ok=False, error={"type": "E", "message": "m", "student_frames": []})
+    for bad in (dict(load, data={"defined_names": [1, 2]}), dict(load, data={"bases": "keras"}),
+                dict(load, data={"class_found": "yes"}), dict(END, phase="runtime", data={"sandbox": []}),
+                dict(failed, error=dict(failed["error"], lineno="one")),
+                dict(failed, error=dict(failed["error"], student_frames=[{"line": {"x": 1}}])),
+                dict(failed, error=["not", "an", "object"])):
+        run = _parse(_records(bad))
+        assert run.protocol_error and "malformed" in run.protocol_error, bad
+    assert _parse(_records(dict(load, data={"defined_names": ["A"], "class_found": True}), failed)).protocol_error is None
+
+
+def test_a_wait_status_becomes_a_returncode_and_a_name():
+    import signal
+
+    from grader.grading import describe_end
+    from grader.sandbox import end_run, status_returncode
+
+    assert status_returncode(3 << 8) == 3
+    assert status_returncode(signal.SIGKILL) == -signal.SIGKILL
+    assert status_returncode(None) is None
+    for number in range(1, signal.SIGRTMAX + 1):
+        run = end_run(ChildRun(started=["load"]), 0.0, status_returncode(number), "", "")
+        assert run.signal_name and describe_end(run).startswith("the grading process was ended by")
+    run = end_run(ChildRun(started=["load"]), 0.0, -(signal.SIGRTMIN + 5), "", "")
+    assert "SIGRTMIN+5 (a real-time signal)" in describe_end(run)
+    assert "without a status" in describe_end(end_run(ChildRun(), 0.0, None, "", ""))
+
+
+def test_the_status_pipe_is_read_strictly():
+    import os
+
+    from grader.sandbox import _read_status
+
+    for data, expected in ((b'{"status": 9, "ended": "stopped"}\n', {"status": 9, "ended": "stopped"}),
+                           (b"garbage", {}), (b'{"status": "9"}', {}), (b'{"status": true}', {}), (b"", {}),
+                           (b"[1]", {})):
+        read, write = os.pipe()
+        os.write(write, data)
+        os.close(write)
+        assert _read_status(read) == expected, data
+        os.close(read)
+
+
+def test_the_sandbox_line_claims_only_what_the_report_says():
+    from grader import confinement
+
+    assert confinement.describe(None).startswith("time and memory limits only; not applied: every measure")
+    assert confinement.describe({"landlock": "yes"}).startswith("time and memory limits only")
+    report = {"landlock": {"applied": False, "reason": "Landlock is not available"}, "seccomp": True,
+              "namespaces": {"user": False, "pid": False, "mount": False, "network": False, "ipc": False},
+              "reaper": "subreaper", "own_proc": False, "write_limit": None, "file_limit": 1 << 28,
+              "process_limit": None, "uid": 1000, "from_root": False, "capabilities": 0,
+              "environment": ["PATH", "HOME", "SECRET_TOKEN"],
+              "refused": {"pid": "Operation not permitted", "landlock": "Landlock is not available"}}
+    line = confinement.describe(report)
+    assert "Landlock ABI" not in line and "own PID" not in line and "minimal environment" not in line
+    assert "killed at the end (subreaper)" in line and "seccomp: no sockets" in line
+    assert "not applied: Landlock (Landlock is not available); PID namespace (Operation not permitted)" in line

@@ -1,9 +1,12 @@
-"""Runs a check module under pytest and turns each outcome into a CheckResult."""
+"""Runs a check module under pytest and turns each outcome into a CheckResult, within a time limit."""
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
+import threading
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -18,8 +21,9 @@ INI = Path(__file__).with_name("pytest.ini")
 class CheckCollector:
     """A pytest plugin: provides the ``evidence`` fixture and records results."""
 
-    def __init__(self, evidence):
+    def __init__(self, evidence, watchdog: "Watchdog | None" = None):
         self._evidence = evidence
+        self.watchdog = watchdog
         self.results: list[CheckResult] = []
         self.collection_errors: list[str] = []
 
@@ -51,15 +55,40 @@ class CheckCollector:
                 )
             )
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item):
-        marker = item.get_closest_marker("check")
-        self._evidence.current_check = marker.kwargs["id"] if marker else ""
-
     def pytest_itemcollected(self, item):
         # The verdict keeps the check's own message; pytest's traceback, which re-reads and parses
         # the source of every frame, would never be shown and costs more than the check.
         item.repr_failure = lambda excinfo, style=None: classify(excinfo)[1]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        marker = item.get_closest_marker("check")
+        if hasattr(self._evidence, "current_check"):  # which check asks for evidence, for its messages
+            self._evidence.current_check = marker.kwargs["id"] if marker else ""
+        yield from self._timed()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        yield from self._timed()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item):
+        yield from self._timed()
+
+    def _timed(self):
+        """Around a check's setup, call and teardown: the only places the watchdog interrupts."""
+        if self.watchdog is None:
+            yield
+            return
+        self.watchdog.enter_check()
+        try:
+            yield
+        finally:
+            self.watchdog.leave_check()
+
+    def pytest_sessionstart(self, session):
+        if self.watchdog is not None:
+            self.watchdog.session = session
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -91,9 +120,103 @@ def classify(excinfo) -> tuple[str, str]:
     return "error", f"The grader could not finish this check ({type(error).__name__}: {error})."
 
 
-def run_checks(module: Path, evidence) -> list[CheckResult]:
-    """Run every ``@check`` in ``module`` against ``evidence``, in file order."""
-    collector = CheckCollector(evidence)
+class ChecksOverran(Exception):
+    """The checks of one submission did not finish within their time limit."""
+
+
+class _TimeLimit(BaseException):
+    """Raised inside the thread running the checks when their time is up (not an Exception, so no
+    check's ``except Exception`` keeps it)."""
+
+
+class Watchdog:
+    """The time limit of one submission's checks.
+
+    The clock starts when ``start()`` is called (when the evidence is complete: the checks wait for
+    the child until then), or at the latest at the deadline given to ``deadline_within``. When it
+    runs out, the watchdog tells pytest to stop after the current check and raises ``_TimeLimit``
+    in the thread running the checks — only while that thread is inside a check's setup, call or
+    teardown, where pytest records any exception as that check's outcome, never in pytest's own
+    machinery — again every ``RETRY`` seconds while it stays there. When ``run_checks`` returns,
+    nothing is left pending and the watchdog's thread has ended, so nothing of one submission's
+    checks reaches the next one's."""
+
+    RETRY = 0.5
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.expired = False
+        self.session = None
+        self._deadline: float | None = None
+        self._done = False
+        self._inside = False
+        self._target: int | None = None
+        self._thread: threading.Thread | None = None
+        self._condition = threading.Condition()
+
+    def start(self) -> None:
+        """Start the clock (once; later calls change nothing)."""
+        self.deadline_within(self.seconds)
+
+    def deadline_within(self, seconds: float) -> None:
+        """Run out no later than ``seconds`` from now."""
+        with self._condition:
+            deadline = time.monotonic() + seconds
+            if self._deadline is None or deadline < self._deadline:
+                self._deadline = deadline
+                self._condition.notify()
+
+    def __enter__(self) -> "Watchdog":
+        self._target = threading.get_ident()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="checks-watchdog")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        with self._condition:
+            self._done = True
+            self._condition.notify()
+        self._thread.join()
+
+    def enter_check(self) -> None:
+        with self._condition:
+            self._inside = True
+            self._condition.notify()
+
+    def leave_check(self) -> None:
+        while True:  # a _TimeLimit delivered on the way out is the check's; leaving goes on
+            try:
+                with self._condition:
+                    self._inside = False
+                    _raise_in(self._target, None)  # drop one raised but not yet delivered
+                return
+            except _TimeLimit:
+                continue
+
+    def _watch(self) -> None:
+        with self._condition:
+            while not self._done:
+                now = time.monotonic()
+                if self._deadline is None or now < self._deadline:
+                    self._condition.wait(None if self._deadline is None else self._deadline - now)
+                    continue
+                self.expired = True
+                if self.session is not None:
+                    self.session.shouldstop = "the checks ran out of time"
+                if self._inside:
+                    _raise_in(self._target, _TimeLimit)
+                self._condition.wait(self.RETRY)
+
+
+def _raise_in(thread_id: int, exception) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exception) if exception is not None else None)
+
+
+def run_checks(module: Path, evidence, watchdog: Watchdog | None = None) -> list[CheckResult]:
+    """Run every ``@check`` in ``module`` against ``evidence``, in file order. With a ``watchdog``,
+    checks that outlive its limit raise ChecksOverran."""
+    collector = CheckCollector(evidence, watchdog)
     args = [
         str(module),
         "-c", str(INI),
@@ -110,11 +233,17 @@ def run_checks(module: Path, evidence) -> list[CheckResult]:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sink = io.StringIO()
     try:
-        with redirect_stdout(sink), redirect_stderr(sink):
-            pytest.main(args, plugins=[collector])
+        if watchdog is None:
+            with redirect_stdout(sink), redirect_stderr(sink):
+                pytest.main(args, plugins=[collector])
+        else:
+            with redirect_stdout(sink), redirect_stderr(sink), watchdog:
+                pytest.main(args, plugins=[collector])
     finally:
         os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         os.environ.update(saved)
+    if watchdog is not None and watchdog.expired:
+        raise ChecksOverran(f"the checks did not finish within {watchdog.seconds:g} s")
     if collector.collection_errors or not collector.results:
         raise RuntimeError(
             f"the checks in {module.name} could not be collected:\n" + "\n".join(collector.collection_errors)

@@ -1,12 +1,15 @@
-"""Entry point of the grading child: ``python -I -m grader.child EVIDENCE_FD CONTROL_FD``.
+"""Entry point of a grading child: ``python -I -m grader.child EVIDENCE_FD CONTROL_FD STATUS_FD``.
 
-Reads the public part of the job (JSON) from stdin, imports TensorFlow,
-confines itself (``landlock``), loads the submission from the scratch folder
-it runs in and streams evidence to the inherited pipe; the probe reads the
-secret part of the job from the control pipe once the layer is built. Everything the student prints goes to
-stdout/stderr, which the parent caps and never reads as a result. The probe is
-bound before the student's code is loaded, and the child leaves with
-``os._exit``, so ``atexit`` handlers and late patches change nothing.
+The process started this way is the keeper (``reaper.keep``): it reads the
+public part of the job (JSON) from stdin and runs the grading process in its
+own namespaces. The grading process imports TensorFlow, confines itself
+(``confine``), loads the submission from the scratch folder it runs in and
+streams evidence to the inherited pipe; the probe reads the secret part of the
+job from the control pipe once the layer is built. Everything the student
+prints goes to stdout/stderr, which the parent caps and never reads as a
+result. The probe is bound before the student's code is loaded, and the
+process leaves with ``os._exit``, so ``atexit`` handlers and late patches
+change nothing.
 """
 
 from __future__ import annotations
@@ -20,28 +23,57 @@ import sys
 import time
 import warnings
 
+EVIDENCE_FD, CONTROL_FD, STATUS_FD = 3, 4, 5
+
 
 def main() -> None:
-    private_fd = os.dup(int(sys.argv[1]))
-    os.close(int(sys.argv[1]))
-    control_fd = os.dup(int(sys.argv[2]))
-    os.close(int(sys.argv[2]))
+    evidence, control, status = (int(arg) for arg in sys.argv[1:4])
+    settle_descriptors(0, 1, 2, evidence, control, status)
     job = json.loads(sys.stdin.read())
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    start(job)
 
+
+def settle_descriptors(stdin: int, stdout: int, stderr: int, evidence: int, control: int, status: int) -> None:
+    """Put the six descriptors of a grading at 0..5 and close every other one (stdin: the job)."""
+    import fcntl
+
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (stdin, stdout, stderr, evidence, control, status)]
+    for target, fd in enumerate(moved):
+        os.dup2(fd, target)  # the copies at 0..5 are inherited; the rest is closed below
+    os.closerange(6, _max_descriptor())
+
+
+def _max_descriptor() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def start(job: dict) -> None:
+    """In the keeper, with descriptors settled and the job read: run the grading; never returns."""
+    from . import privileges, reaper
     from .evidence_stream import EvidenceStream
 
-    run_job(job, EvidenceStream(private_fd, job["submission"], control_fd=control_fd))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    limits = job["limits"]
+    privileges.limit_resources(limits["memory_mb"], limits["file_bytes"])
+
+    def body(setup: dict) -> None:
+        run_job(job, EvidenceStream(EVIDENCE_FD, job["submission"], control_fd=CONTROL_FD), setup)
+
+    reaper.keep(job, body, EVIDENCE_FD, CONTROL_FD, STATUS_FD)
 
 
-def run_job(job: dict, stream) -> None:
+def run_job(job: dict, stream, setup: dict) -> None:
     """Every phase of one job, then leave the process (never returns)."""
-    from .landlock import python_paths, restrict
+    from .confine import confine
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
-    # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own
-    probe = importlib.import_module(f"grader.child.probes.{job.get('probe', job['exercise'])}").run
+    probe = None
 
     with stream.phase("runtime") as data:
         started = time.perf_counter()
@@ -49,6 +81,10 @@ def run_job(job: dict, stream) -> None:
         import keras
         import numpy
         import tensorflow
+
+        # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own;
+        # bound before any student code
+        probe = importlib.import_module(f"grader.child.probes.{job.get('probe', job['exercise'])}").run
 
         tensorflow.get_logger().setLevel("ERROR")
         tensorflow.config.threading.set_intra_op_parallelism_threads(1)
@@ -59,10 +95,13 @@ def run_job(job: dict, stream) -> None:
         data["numpy"] = numpy.__version__
         data["import_seconds"] = time.perf_counter() - started
         keras.utils.set_random_seed(0)  # Keras's own initialisers; every weight is set by the parent later
-        data["sandbox"] = restrict(scratch, python_paths()) if job.get("sandbox", True) else {
-            "applied": False, "reason": "turned off"}
+        try:
+            data["sandbox"] = confine(scratch, setup, job["limits"])
+        except BaseException as exc:
+            data["sandbox_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            raise
 
-    if "keras" not in sys.modules:  # the runtime phase failed; nothing else can run
+    if probe is None or "sandbox" not in data:  # nothing else may run
         _leave(stream)
 
     import keras

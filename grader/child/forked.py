@@ -1,34 +1,41 @@
-"""Entry point of a batch child: forked from the worker that has TensorFlow imported.
+"""A batch child: forked by the worker (``grader.child.worker``), which has TensorFlow imported.
 
-It becomes a new session (so the parent can kill it and anything it starts),
-takes the same limits as a fresh child, sends its own stdout and stderr to
-files the parent reads, and runs the same phases (``__main__.run_job``).
+Before anything else it keeps only the six descriptors the grader sent for
+this grading (stdin with the job, stdout, stderr, evidence, control, status)
+and closes every other one, the worker's socket included; it replaces the
+worker's environment with the grading's own. Then it is the keeper of this
+grading, exactly as a fresh ``python -m grader.child`` is (``__main__.start``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
-import tempfile
+import signal
 
 
-def run(job_text: str, connection, control, stdout_path: str, stderr_path: str, memory_mb: int,
-        file_bytes: int, environment: dict) -> None:
-    os.setsid()
-    limit = int(memory_mb) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    for fd, path in ((1, stdout_path), (2, stderr_path)):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-    job = json.loads(job_text)
-    os.environ.update(environment)
-    tempfile.tempdir = None  # the worker chose /tmp before the fork; choose again from TMPDIR
-    os.chdir(os.path.dirname(job["submission"]))
+def run(descriptors: list[int], environment: dict) -> None:
+    """Never returns."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        from .__main__ import settle_descriptors, start
 
-    from .__main__ import run_job
-    from .evidence_stream import EvidenceStream
+        settle_descriptors(*descriptors)
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in environment.items()})
+        import tempfile
 
-    run_job(job, EvidenceStream(None, job["submission"], send=connection.send_bytes, receive=control.recv_bytes))
+        tempfile.tempdir = None  # the worker chose /tmp before the fork; choose again from TMPDIR
+        job = json.loads(_read_all(0))  # empty when the grader gave up on this start: nothing runs
+        start(job)
+    finally:
+        os._exit(70)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        block = os.read(fd, 1 << 16)
+        if not block:
+            return b"".join(chunks)
+        chunks.append(block)

@@ -1,22 +1,26 @@
-"""Imported once by the batch worker (a multiprocessing fork server) before it forks any child.
+"""Imported once by the batch worker (``grader.child.worker``) before it forks any child.
 
-It imports TensorFlow, Keras and the probes, so each forked child starts with
-them loaded, but it runs no TensorFlow operation: the runtime (its thread
-pools) is created fresh in each child, after the fork. TensorFlow's start-up
-messages of the worker itself are dropped.
+It imports TensorFlow, Keras, the probes and the confinement, so each forked
+child starts with them loaded, but it runs no TensorFlow operation: the runtime
+(its thread pools) is created fresh in each child, after the fork. TensorFlow's
+start-up messages of the worker itself are dropped.
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 _saved_stderr = os.dup(2)
-os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+_null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(_null, 2)
+os.close(_null)
 try:
     import keras  # noqa: F401
     import numpy  # noqa: F401
     import tensorflow  # noqa: F401
 
-    from . import describe, evidence_stream, landlock, tracing  # noqa: F401
+    from . import (  # noqa: F401
+        confine, describe, evidence_stream, kernel, landlock, namespaces, privileges, reaper, seccomp, tracing,
+    )
     from .probes import exercise1, exercise2, exercise3, exercise4, exercise5, layer_phases  # noqa: F401
 finally:
     os.dup2(_saved_stderr, 2)

@@ -1,0 +1,326 @@
+"""A hostile class against `grade batch` and `grade`: no escape, no crash, nothing left behind.
+
+Beside a correct submission and the stub, one submission per attack (tests/hostile.py)
+looks for and uses any helper, kills or stalls what forked it, sends malformed,
+deep or cyclic evidence, dies by a real-time signal, leaves a daemon holding files,
+messages listeners this test runs, reads its parent's /proc and root-only files,
+writes outside its scratch folder, and takes all the processes and bytes it can.
+The batch must give one verdict per file, pass the correct one, and leave the
+listeners silent, every file outside scratch unchanged, and no process and no
+scratch folder behind. Where a protection depends on the kernel, the test checks
+what the verdict's header claims; on this machine it claims everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grader import exercises
+from grader.batch import Workers, discover, run_batch
+from grader.child.privileges import UID_BASE, UID_SPAN
+from grader.grading import Settings
+
+from .hostile import DAEMON_MARK, SOLUTION, STUB, Targets, sources
+
+ROOT = exercises.PROJECT_ROOT
+SETTINGS = Settings(timeout=120, checks_timeout=60)
+PROTECTED = [ROOT / "solutions", ROOT / "exercises", ROOT / "grader"]
+
+
+def _digests(folders) -> dict[str, str]:
+    found = {}
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts and path.suffix != ".sock":
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (None once it has ended: gone, or a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path) -> list[str]:
+    """Processes of the gradings still alive: a known keeper, a grading user's process, the daemon,
+    or anything whose environment points into this test's scratch root."""
+    left = [f"keeper {pid}" for pid, started in known if _start_time(pid) == started]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        if _start_time(int(entry)) is None:
+            continue
+        try:
+            uid = os.stat(f"/proc/{entry}").st_uid
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
+            environ = open(f"/proc/{entry}/environ", "rb").read()
+        except OSError:
+            continue
+        if UID_BASE <= uid < UID_BASE + UID_SPAN or DAEMON_MARK.encode() in cmdline \
+                or str(scratch_root).encode() in environ:
+            left.append(f"{entry}: {cmdline[:200]!r}")
+    return left
+
+
+def _reports(verdict, topic: str) -> list[str]:
+    prefix = f"REPORT {topic} "
+    return [line[len(prefix):] for line in verdict.context.get("output", "").splitlines() if line.startswith(prefix)]
+
+
+class _Recording(Workers):
+    """The batch runner, noting each keeper it forks (pid and start time) to look for them afterwards."""
+
+    def __init__(self):
+        super().__init__()
+        self.keepers: list[tuple[int, str]] = []
+        self.worker_pids: set[int] = set()
+
+    def __call__(self, *args, **kwargs):
+        child = super().__call__(*args, **kwargs)
+        self.keepers.append((child.pid, _start_time(child.pid)))
+        self.worker_pids.add(self.pid)
+        return child
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory):
+    work = tmp_path_factory.mktemp("hostile")
+    scratch_root = work / "scratch"
+    scratch_root.mkdir()
+    targets = Targets(work / "targets", secrets.token_hex(8))
+    out = work / "out"
+    targets.results = out / "verdicts.jsonl"
+    files = dict(sources(targets), correct=SOLUTION, stub=STUB)
+    folder = work / "class"
+    folder.mkdir()
+    for name, source in files.items():
+        (folder / f"{name}.py").write_text(source, encoding="utf-8")
+    secret = "GRADE_HOSTILE_SECRET"
+    saved_tempdir, saved_secret = tempfile.tempdir, os.environ.get(secret)
+    tempfile.tempdir = str(scratch_root)
+    os.environ[secret] = targets.secret
+    before = _digests([*PROTECTED, folder, targets.folder])
+    workers = _Recording()
+    try:
+        results = run_batch("exercise3", discover([folder], "exercise3"), out, SETTINGS, jobs=2, workers=workers)
+    finally:
+        workers.close()
+        tempfile.tempdir = saved_tempdir
+        if saved_secret is None:
+            os.environ.pop(secret, None)
+        else:
+            os.environ[secret] = saved_secret
+    after = _digests([*PROTECTED, folder, targets.folder])
+    state = {
+        "results": {r.submission.id: r for r in results},
+        "names": set(files),
+        "out": out,
+        "targets": targets,
+        "received": targets.received(),
+        "changed": {k for k in set(before) | set(after) if before.get(k) != after.get(k)},
+        "left": _leftover_processes(workers.keepers, scratch_root),
+        "scratch_left": sorted(os.listdir(scratch_root)),
+        "folder": folder,
+        "work": work,
+    }
+    yield state
+    targets.close()
+
+
+def _claims(verdict) -> dict:
+    return verdict.context.get("confinement") or {}
+
+
+def test_one_verdict_per_file_and_the_correct_one_passes(hostile_class):
+    results = hostile_class["results"]
+    assert set(results) == hostile_class["names"]
+    assert results["correct"].verdict.status == "passed"
+    for name, result in results.items():
+        if name != "correct":
+            assert result.verdict.status in ("failed", "error"), (name, result.verdict.error)
+            assert result.verdict.exit_code in (1, 2)
+    rows = [json.loads(line) for line in (hostile_class["out"] / "verdicts.jsonl").read_text().splitlines()]
+    assert len(rows) == len(results)
+    by_path = {row["submission"]: row["status"] for row in rows}
+    assert by_path == {str(r.submission.path): r.verdict.status for r in results.values()}
+
+
+def test_nothing_left_behind_and_nothing_outside_changed(hostile_class):
+    assert hostile_class["left"] == []
+    assert hostile_class["scratch_left"] == []
+    assert hostile_class["changed"] == set()
+    assert not Path("/tmp/grade-hostile-planted").exists()
+    assert hostile_class["targets"].victim.read_text() == "untouched"
+
+
+def test_no_listener_received_anything(hostile_class):
+    assert hostile_class["received"] == []
+    sent = _reports(hostile_class["results"]["sends_udp_and_unix_messages"].verdict, "socket")
+    assert len(sent) == 5 and not [line for line in sent if line.endswith(": sent")], sent
+
+
+def test_the_header_claims_every_protection_this_kernel_offers(hostile_class):
+    from grader.child.landlock import abi_version
+
+    verdict = hostile_class["results"]["correct"].verdict
+    claims = _claims(verdict)
+    assert claims, verdict.context.get("sandbox")
+    if abi_version() < 6:
+        pytest.skip(f"this kernel's Landlock ABI is {abi_version()}: no signal scoping")
+    assert claims["landlock"]["applied"] and claims["landlock"]["signals"] and claims["landlock"]["network"]
+    assert claims["seccomp"] is True
+    if claims["refused"]:
+        pytest.skip(f"this kernel refused: {claims['refused']}")
+    assert all(claims["namespaces"][name] for name in ("pid", "mount", "network", "ipc"))
+    assert claims["own_proc"] and claims["reaper"] == "pid-namespace"
+    if os.geteuid() == 0:
+        assert claims["from_root"] and UID_BASE <= claims["uid"] < UID_BASE + UID_SPAN
+    assert claims["capabilities"] == 0 and claims["process_limit"] and claims["write_limit"]
+    assert "a minimal environment" in verdict.context["sandbox"]
+
+
+def test_no_helper_is_reachable(hostile_class):
+    verdict = hostile_class["results"]["uses_any_helper"].verdict
+    found = _reports(verdict, "helper")
+    descriptors = [line for line in found if line.startswith("fd ")]
+    assert [line.split()[1] for line in descriptors] == ["3", "4"]  # the evidence and control pipes only
+    assert all(line.split()[2].startswith("pipe:") for line in descriptors)
+    assert not [line for line in found if line.startswith(("connected", "sent on"))], found
+    if _claims(verdict).get("namespaces", {}).get("network"):
+        assert "0 unix sockets listed" in found
+
+
+def test_the_forker_cannot_be_killed_or_stalled(hostile_class):
+    verdict = hostile_class["results"]["kills_and_stalls_the_forker"].verdict
+    done = _reports(verdict, "kill")
+    assert not [line for line in done if line.startswith("sent")], done
+    assert verdict.status == "error" and "not valid evidence" in verdict.error  # it wrote to its evidence pipe
+    assert hostile_class["results"]["correct"].verdict.status == "passed"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("error_of_the_wrong_type", "malformed"),
+    ("error_frames_of_the_wrong_type", "malformed"),
+    ("load_data_of_the_wrong_type", "malformed"),
+    ("deeply_nested_evidence", "nested too deeply"),
+    ("cyclic_trace", "could not be graded"),
+    ("real_time_signal", "SIGRTMIN+5"),
+])
+def test_malformed_evidence_and_deaths_are_error_verdicts(hostile_class, name, says):
+    verdict = hostile_class["results"][name].verdict
+    assert verdict.status == "error" and says in verdict.error, verdict.error
+    assert "Traceback" not in verdict.error
+
+
+def test_the_daemon_is_gone(hostile_class):
+    verdict = hostile_class["results"]["daemon_holding_files"].verdict
+    assert _reports(verdict, "daemon") == ["started"]
+    assert not [p for p in hostile_class["left"] if DAEMON_MARK in p]
+    assert not list(hostile_class["work"].rglob("hold-*"))
+
+
+def test_the_parent_and_its_environment_stay_hidden(hostile_class):
+    verdict = hostile_class["results"]["reads_the_parents_proc"].verdict
+    output = verdict.context.get("output", "")
+    assert hostile_class["targets"].secret not in output and "GRADE_HOSTILE_SECRET" not in output
+    if not _claims(verdict).get("own_proc"):
+        pytest.skip("this kernel gave no own /proc: other processes stay listed (their environment does not)")
+    pids = json.loads(_reports(verdict, "proc")[0].removeprefix("pids "))
+    assert len(pids) <= 2 and os.getpid() not in pids, pids
+
+
+def test_root_only_files_stay_closed_and_writes_stay_inside(hostile_class):
+    verdict = hostile_class["results"]["reads_root_files_and_writes_outside"].verdict
+    found = _reports(verdict, "root")
+    if os.geteuid() == 0 and _claims(verdict).get("from_root"):
+        assert "shadow: Permission denied" in found
+        assert any(line.endswith("CapEff:\t0000000000000000") for line in found), found
+    assert not [line for line in _reports(verdict, "write") if line.startswith("wrote")]
+
+
+def test_processes_and_bytes_are_capped(hostile_class):
+    verdict = hostile_class["results"]["forks_and_writes_without_end"].verdict
+    claims = _claims(verdict)
+    found = dict(line.split(" ", 1) for line in _reports(verdict, "limits") if line.startswith(("processes", "bytes")))
+    if claims.get("process_limit") is None:
+        pytest.skip(f"no cap on processes here: {claims.get('refused')}")
+    assert int(found["processes"]) < claims["process_limit"]
+    if claims.get("write_limit") is None:
+        pytest.skip(f"no cap on bytes written here: {claims.get('refused')}")
+    assert int(found["bytes"]) <= claims["write_limit"]
+
+
+def test_the_same_submissions_through_grade(hostile_class, tmp_path):
+    """`grade --json` on each file of the class: a JSON verdict, exit 1 or 2 (0 for the correct one),
+    the same status as in the batch; nothing left behind."""
+    scratch_root = tmp_path / "scratch"
+    scratch_root.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(scratch_root),
+               GRADE_HOSTILE_SECRET=hostile_class["targets"].secret)
+    paths = sorted(hostile_class["folder"].glob("*.py"))
+    running, finished = [], {}
+    while paths or running:
+        while paths and len(running) < 2:
+            path = paths.pop(0)
+            running.append((path, subprocess.Popen(
+                [sys.executable, "-m", "grader", "exercise3", "--submission", str(path), "--json"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)))
+        path, process = running.pop(0)
+        stdout, _ = process.communicate(timeout=900)
+        finished[path.stem] = (process.returncode, json.loads(stdout))
+    batch = hostile_class["results"]
+    for name, (code, verdict) in finished.items():
+        assert code in ((0,) if name == "correct" else (1, 2)), (name, code)
+        assert verdict["status"] == batch[name].verdict.status, (name, verdict["error"])
+    assert _leftover_processes([], scratch_root) == []
+    assert os.listdir(scratch_root) == []
+    assert hostile_class["targets"].received() == []
+
+
+DEGRADED = r"""
+import json, sys
+from pathlib import Path
+from grader.child import seccomp
+print(json.dumps(seccomp.install()), file=sys.stderr)  # from here on, no process may unshare or mount
+from grader.grading import Settings, grade
+verdict = grade("exercise3", Path(sys.argv[1]), Settings(timeout=120))
+print(json.dumps({"status": verdict.status, "error": verdict.error, "sandbox": verdict.context.get("sandbox"),
+                  "claims": verdict.context.get("confinement"), "output": verdict.context.get("output")}))
+"""
+
+
+def test_where_the_kernel_refuses_namespaces_the_header_says_so_and_the_reaper_still_works(hostile_class,
+                                                                                            tmp_path):
+    """The grader run under a filter that refuses unshare and mount, as some containers do: the
+    header claims no namespace and lists each refusal, and the daemon still ends with the grading
+    (the reaper is a subreaper)."""
+    scratch_root = tmp_path / "scratch"
+    scratch_root.mkdir()
+    daemon = hostile_class["folder"] / "daemon_holding_files.py"
+    result = subprocess.run([sys.executable, "-c", DEGRADED, str(daemon)], capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(scratch_root)), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    verdict = json.loads(result.stdout)
+    claims = verdict["claims"]
+    assert verdict["status"] == "failed" and "REPORT daemon started" in verdict["output"]
+    assert not any(claims["namespaces"].values()) and claims["reaper"] == "subreaper"
+    assert {"pid", "mount", "network", "ipc"} <= set(claims["refused"])
+    assert "own PID" not in verdict["sandbox"] and "not applied: " in verdict["sandbox"]
+    assert "killed at the end (subreaper)" in verdict["sandbox"]
+    assert "at most 256 MiB written" not in verdict["sandbox"]
+    assert _leftover_processes([], scratch_root) == []
+    assert os.listdir(scratch_root) == []

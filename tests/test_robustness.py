@@ -1,0 +1,206 @@
+"""Exactly one verdict per submission: whatever a child sends, and whatever fails in the grader for it.
+
+These drive the parent with fake children (plain ChildRun data, no TensorFlow), so each failure is
+exactly the one under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader import exercises
+from grader.batch import Outputs, Submission, run_batch
+from grader.checks.plugin import ChecksOverran, Watchdog, run_checks
+from grader.grading import Grading, Settings
+from grader.sandbox import ChildRun
+
+STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
+RUNTIME = {"event": "end", "phase": "runtime", "ok": True, "error": None,
+           "data": {"python": "3.11", "tensorflow": "2.21.0", "keras": "3.15.1", "numpy": "2", "sandbox": {}}}
+LOAD = {"event": "end", "phase": "load", "ok": True, "error": None,
+        "data": {"class_name": "TransformerEncoder", "class_found": True, "is_class": True, "is_callable": True,
+                 "is_layer_subclass": True, "bases": [], "defined_names": ["TransformerEncoder"],
+                 "signature_error": None}}
+
+
+class FakeChild:
+    """A child that has already ended with ``run``."""
+
+    sentinel = None
+
+    def __init__(self, run: ChildRun):
+        self.run = run
+        self.killed = False
+
+    def wait(self) -> ChildRun:
+        return self.run
+
+    def ready(self) -> bool:
+        return True
+
+    def seconds_left(self) -> float:
+        return 0.0
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+def fake_runner(run: ChildRun, started: list | None = None):
+    def runner(job, source, timeout, memory_mb, respond=None):
+        child = FakeChild(run)
+        if started is not None:
+            started.append(child)
+        return child
+    return runner
+
+
+def _submission(tmp_path: Path, source: str = STUB, name: str = "exercise3.py") -> Path:
+    path = tmp_path / name
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def test_a_runner_that_fails_gives_an_error_verdict(tmp_path):
+    def broken(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    verdict = Grading("exercise3", _submission(tmp_path), runner=broken).finish()
+    assert verdict.status == "error" and "could not start the grading process" in verdict.error
+    assert "Too many open files" in verdict.error
+
+
+def test_evidence_the_parent_cannot_read_gives_an_error_verdict_not_a_traceback(tmp_path):
+    # a load record no schema check stopped (the fake bypasses the parser): the parent's own reading fails
+    load = dict(LOAD, data=dict(LOAD["data"], class_found=False, defined_names=5))
+    run = ChildRun(phases={"runtime": RUNTIME, "load": load}, finished=True, returncode=0)
+    child = []
+    verdict = Grading("exercise3", _submission(tmp_path), runner=fake_runner(run, child)).finish()
+    assert verdict.status == "error" and verdict.exit_code == 2
+    assert "the grading process sent malformed evidence" in verdict.error and "TypeError" in verdict.error
+    assert child[0].killed  # and the child was ended all the same
+
+
+def test_checks_that_hang_are_stopped_by_their_time_limit(tmp_path, monkeypatch):
+    # whatever makes a check loop (evidence no validation foresaw, a fault of the grader), the
+    # watchdog ends the checks and the submission gets an error verdict, never a stalled run
+    from grader.checks import evidence
+
+    def endless(self, name, check_id=""):
+        while True:
+            pass
+
+    monkeypatch.setattr(evidence.Evidence, "phase", endless)
+    run = ChildRun(phases={"runtime": RUNTIME, "load": LOAD}, started=["runtime", "load"],
+                   finished=True, returncode=0)
+    before = {t.name for t in threading.enumerate()}
+    verdict = Grading("exercise3", _submission(tmp_path), Settings(checks_timeout=1),
+                      runner=fake_runner(run)).finish()
+    assert verdict.status == "error" and "did not finish within 1 s" in verdict.error
+    assert {t.name for t in threading.enumerate()} - before == set()  # no watchdog or check thread left
+
+
+CHECKS = '''
+import time
+import pytest
+from grader.checks.framework import check
+
+@pytest.fixture
+def endless(evidence):
+    while True:
+        pass
+
+@check(id="a.loops", title="loops in its fixture", topic="api")
+def check_loops_in_setup(endless):
+    pass
+
+@check(id="b.loops", title="loops", topic="api")
+def check_loops(evidence):
+    while True:
+        time.sleep(0.001)
+
+@check(id="c.fine", title="fine", topic="api")
+def check_fine(evidence):
+    assert evidence == "evidence"
+'''
+
+
+FINE = """
+from grader.checks.framework import check
+
+@check(id="c.fine", title="fine", topic="api")
+def check_fine(evidence):
+    assert evidence == "evidence"
+"""
+
+
+def test_the_watchdog_stops_endless_checks_and_leaves_nothing_behind(tmp_path):
+    module = tmp_path / "endless.py"
+    module.write_text(CHECKS, encoding="utf-8")
+    watchdog = Watchdog(0.5)
+    watchdog.start()
+    with pytest.raises(ChecksOverran):
+        run_checks(module, "evidence", watchdog)
+    assert not [t for t in threading.enumerate() if t.name == "checks-watchdog"]
+    fine = tmp_path / "fine.py"
+    fine.write_text(FINE, encoding="utf-8")
+    results = run_checks(fine, "evidence", Watchdog(60))
+    assert [(r.id, r.status) for r in results] == [("c.fine", "passed")]
+
+
+def test_a_notebook_cell_whose_source_is_not_text_is_an_error_and_starts_no_child(tmp_path):
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": ["import keras\n", 3]}]}
+    path = _submission(tmp_path, json.dumps(notebook), "exercise3.ipynb")
+    started = []
+    verdict = Grading("exercise3", path, runner=fake_runner(ChildRun(), started)).finish()
+    assert verdict.status == "error" and "not a readable notebook" in verdict.error and started == []
+
+
+def test_a_symbolic_link_is_refused_and_its_target_not_read(tmp_path):
+    link = tmp_path / "exercise3.py"
+    link.symlink_to(exercises.get("exercise3").solution)
+    started = []
+    verdict = Grading("exercise3", link, runner=fake_runner(ChildRun(), started)).finish()
+    assert verdict.status == "error" and "symbolic link" in verdict.error and started == []
+    assert verdict.submission == str(link)
+
+
+def test_a_batch_gives_every_submission_one_result_whatever_fails(tmp_path, monkeypatch):
+    """A runner that raises for one file, evidence the parent cannot read for another, results that
+    cannot be written for a third: each is an error for that submission alone."""
+    paths = {name: _submission(tmp_path, STUB, f"{name}.py") for name in ("starts", "unreadable", "unwritable",
+                                                                            "fine")}
+    untrusted = ChildRun(phases={"runtime": RUNTIME}, protocol_error="the grading process sent an unknown record")
+    unreadable = ChildRun(phases={"runtime": RUNTIME, "load": dict(LOAD, data=dict(LOAD["data"], class_found=False,
+                                                                                   defined_names=5))})
+
+    def runner(job, source, timeout, memory_mb, respond=None):
+        name = runner.order.pop(0)
+        if name == "starts":
+            raise RuntimeError("no more processes")
+        return FakeChild(unreadable if name == "unreadable" else untrusted)
+
+    runner.order = ["fine", "starts", "unreadable", "unwritable"]
+    real_write = Outputs.write
+
+    def write(self, result):
+        if result.submission.id == "unwritable" and result.verdict.error and "could not write" not in result.verdict.error:
+            raise OSError(28, "No space left on device")
+        return real_write(self, result)
+
+    monkeypatch.setattr(Outputs, "write", write)
+    submissions = [Submission(name, paths[name]) for name in ("fine", "starts", "unreadable", "unwritable")]
+    results = {r.submission.id: r.verdict for r in run_batch("exercise3", submissions, tmp_path / "out", jobs=1,
+                                                               workers=runner)}
+    assert set(results) == {"fine", "starts", "unreadable", "unwritable"}
+    assert all(v.status == "error" for v in results.values())
+    assert "unknown record" in results["fine"].error
+    assert "could not start the grading process" in results["starts"].error
+    assert "malformed evidence" in results["unreadable"].error
+    assert "could not write its results" in results["unwritable"].error
+    rows = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(os.path.basename(r["submission"]) for r in rows) == sorted(f"{n}.py" for n in results)
