@@ -444,6 +444,9 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
     it alone. Children and scratch folders are gone when this returns, or raises."""
     exercises.get(exercise_id)
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
+    # no grading may read the class's own folders, wherever they lie
+    settings = replace(settings, private=tuple(dict.fromkeys(
+        [*settings.private, *(str(s.path.absolute().parent) for s in submissions)])))
     outputs = Outputs(out)
     own_workers = workers is None
     results: list[Result] = []

@@ -30,6 +30,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT
     memory_mb: int = DEFAULT_MEMORY_MB
     checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
+    private: tuple[str, ...] = ()  # folders no grading may read (a class's submissions); the solutions always
 
 
 class Grading:
@@ -85,6 +86,7 @@ class Grading:
                 class_name=self.exercise.target,
                 kind=self.exercise.kind,
                 memory_mb=settings.memory_mb,
+                private=[*settings.private, str(self.path.parent)],
             )
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's

@@ -85,10 +85,15 @@ class ChildRun:
         return None
 
 
-def limits(timeout: float, memory_mb: int) -> dict:
-    """The limits a child applies to itself and everything it starts."""
+def limits(timeout: float, memory_mb: int, private=()) -> dict:
+    """The limits a child applies to itself and everything it starts. ``hidden`` are the folders
+    it may not read even where they lie inside folders it reads: the solutions, and the folders
+    submissions come from (``private``)."""
+    from .exercises import SOLUTIONS_DIR
+
+    hidden = [os.path.realpath(SOLUTIONS_DIR), *(os.path.realpath(str(path)) for path in private)]
     return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
-            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES}
+            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": list(dict.fromkeys(hidden))}
 
 
 class GradingProcess:
@@ -102,7 +107,7 @@ class GradingProcess:
         """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
         are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
-        job = dict(job, limits=limits(timeout, memory_mb))
+        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ())))
         self._timeout = timeout
         self._result: ChildRun | None = None
         self._pidfd: int | None = None

@@ -71,8 +71,10 @@ def abi_version() -> int:
     return _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
 
 
-def restrict(scratch: str, readable: list[str]) -> dict:
-    """Apply the rules; return what was applied (for the report header)."""
+def restrict(scratch: str, readable: list[str], hidden: list[str] = ()) -> dict:
+    """Apply the rules; return what was applied (for the report header). ``readable`` are the
+    Python folders, which stay listable; nothing in a ``hidden`` folder (the solutions, the folders
+    submissions were handed in from) can be read, even where it lies inside a readable folder."""
     libc = _libc()
     abi = abi_version()
     if abi < 0:
@@ -85,8 +87,8 @@ def restrict(scratch: str, readable: list[str]) -> dict:
     if ruleset < 0:
         return {"applied": False, "reason": f"Landlock ruleset refused ({os.strerror(ctypes.get_errno())})"}
     try:
-        for path in dict.fromkeys([*SYSTEM_READ_PATHS, *readable]):
-            _allow(libc, ruleset, path, READ_RIGHTS & handled)
+        for path, rights in read_rules(SYSTEM_READ_PATHS, readable, hidden):
+            _allow(libc, ruleset, path, rights & handled)
         for path in DEVICE_WRITE_PATHS:
             _allow(libc, ruleset, path, (READ_FILE | WRITE_FILE) & handled)
         _allow(libc, ruleset, scratch, handled)
@@ -97,6 +99,53 @@ def restrict(scratch: str, readable: list[str]) -> dict:
     finally:
         os.close(ruleset)
     return {"applied": True, "abi": int(abi), "network": abi >= 4, "signals": abi >= 6}
+
+
+def read_rules(system: list[str], readable: list[str], hidden: list[str]) -> list[tuple[str, int]]:
+    """(path, rights) granting reads of the ``system`` and ``readable`` folders, except inside the
+    ``hidden`` folders. Landlock only adds rights, and a right given to a folder holds for all
+    beneath it, so a folder holding a hidden one is not granted as a whole: each of its entries is,
+    but the way to the hidden folder (and entries that are links into it), recursively. A Python
+    folder on that way stays listable (the import system lists it), which shows the names in it,
+    never their contents; a system folder on the way is not. A folder given that lies inside a
+    hidden one is granted all the same: the child cannot run without it."""
+    hidden_real = {os.path.realpath(path) for path in hidden if path}
+    rules: list[tuple[str, int]] = []
+    listable = {os.path.realpath(path) for path in readable}
+    for root in dict.fromkeys([*system, *readable]):
+        real = os.path.realpath(root)
+        inside = {h for h in hidden_real if _beneath(h, real)}
+        if not inside or any(real == h or _beneath(real, h) for h in hidden_real):
+            rules.append((root, READ_RIGHTS))
+        else:
+            rules.extend(_around(real, inside, real in listable, set()))
+    return rules
+
+
+def _around(folder: str, hidden: set[str], listable: bool, visited: set[str]) -> list[tuple[str, int]]:
+    """Rules for everything in ``folder`` but the ``hidden`` folders beneath it."""
+    if folder in visited:
+        return []
+    visited.add(folder)
+    rules = [(folder, READ_DIR)] if listable else []
+    try:
+        with os.scandir(folder) as scan:
+            entries = [entry.path for entry in scan]
+    except OSError:
+        return rules
+    for path in sorted(entries):
+        real = os.path.realpath(path)
+        deeper = {h for h in hidden if _beneath(h, real)}
+        if deeper:
+            rules.extend(_around(real, deeper, listable, visited))
+        elif not any(real == h or _beneath(real, h) for h in hidden):
+            rules.append((path, READ_RIGHTS))
+    return rules
+
+
+def _beneath(path: str, folder: str) -> bool:
+    """``path`` lies strictly inside ``folder`` (both resolved)."""
+    return path != folder and path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _allow(libc, ruleset: int, path: str, rights: int) -> None:
