@@ -270,13 +270,17 @@ def _submission_in(exercise, folder: Path, parser) -> Path:
         parser.exit(EXIT_ERROR, f"grade: {exc}\n")
 
 
-def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False):
+def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None):
+    """Grade and print the report; ``runner`` starts the child (a fresh process by default, a fork
+    of the warm worker in watch mode)."""
     from . import progress
-    from .grading import grade
+    from .grading import Grading
     from .report import render
 
     with console.status(f"Grading {submission} …", spinner="dots"):
-        verdict = grade(exercise.id, submission, settings)
+        grading = Grading(exercise.id, submission, settings) if runner is None else \
+            Grading(exercise.id, submission, settings, runner=runner)
+        verdict = grading.finish()
     progress.record_verdict(verdict)
     verdict.context["watching"] = watching
     console.print(render(verdict))
@@ -297,8 +301,16 @@ def watch(exercise, submission: Path, settings, console) -> int:
         yield_on_timeout=True,  # wake up at least once a second, events or not
         rust_timeout=1000,
     )
-    return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
-                                                                   watching=True), console)
+    # A worker of the grader's own imports TensorFlow once; each grading is a fresh child forked
+    # from it, with the same confinement as a cold grading, so a re-grade skips the import.
+    from .batch import Workers
+
+    workers = Workers()
+    try:
+        return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
+                                                                       watching=True, runner=workers), console)
+    finally:
+        workers.close()
 
 
 def watch_loop(submission: Path, wakeups, grade_once, console) -> int:

@@ -162,3 +162,74 @@ def test_watch_grades_each_new_content_once_whenever_it_was_saved(tmp_path):
     assert watch_loop(submission, wakeups(), grade_once, console) == 3
     assert graded == ["version 1", "version 2", "version 3"]
     assert console.file.getvalue().count("Watching") == 3
+
+
+def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_grade(tmp_path, monkeypatch):
+    """Each grading in watch mode is a fresh child forked from one worker that imported TensorFlow
+    once; its verdict is the one a cold `grade` gives the same text with the same seed."""
+    import io
+
+    import watchfiles
+    from rich.console import Console
+
+    from grader import batch, cli
+    from grader.grading import Settings, grade
+
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
+    exercise = exercises.get("exercise3")
+    solution = exercise.solution.read_text(encoding="utf-8")
+    shared = solution.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
+    assert shared != solution
+    submission = tmp_path / "watched" / "exercise3.py"
+    submission.parent.mkdir()
+    submission.write_text(shared, encoding="utf-8")
+
+    forks, workers = [], []
+
+    class CountingWorkers(batch.Workers):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            workers.append(self)
+
+        def __call__(self, *args, **kwargs):
+            child = super().__call__(*args, **kwargs)
+            forks.append((self.pid, child.pid))
+            return child
+
+    def saves(*args, **kwargs):
+        yield set()  # a wake-up with nothing new: no grading
+        submission.write_text(solution, encoding="utf-8")
+        yield {(watchfiles.Change.modified, str(submission))}
+        submission.write_text(shared, encoding="utf-8")
+        yield {(watchfiles.Change.modified, str(submission))}
+
+    verdicts = []
+    show = cli.grade_and_show
+
+    def recording(*args, **kwargs):
+        verdicts.append(show(*args, **kwargs))
+        return verdicts[-1]
+
+    monkeypatch.setattr(batch, "Workers", CountingWorkers)
+    monkeypatch.setattr(watchfiles, "watch", saves)
+    monkeypatch.setattr(cli, "grade_and_show", recording)
+    settings = Settings(seed=11)
+    code = cli.watch(exercise, submission, settings, Console(file=io.StringIO(), width=100))
+
+    assert len(verdicts) == 3 and code == verdicts[-1].exit_code
+    assert len(workers) == 1 and len(forks) == 3  # one worker, a fresh child forked from it per grading
+    assert len({pid for _, pid in forks}) == 3 and all(worker == forks[0][0] for worker, _ in forks)
+    assert workers[0].server.worker is None or workers[0].server.worker.process.poll() is not None  # closed
+
+    cold = tmp_path / "cold" / "exercise3.py"
+    cold.parent.mkdir()
+
+    def essentials(verdict):
+        return (verdict.status, verdict.score, verdict.max_score, verdict.error,
+                [(c.id, c.status, c.points, c.message) for c in verdict.checks])
+
+    for text, warm in zip((shared, solution, shared), verdicts):
+        cold.write_text(text, encoding="utf-8")
+        assert essentials(warm) == essentials(grade(exercise.id, cold, settings))
+    assert verdicts[0].status == "failed" and verdicts[1].status == "passed"
+    assert any(c.id == "weights.two_norms" and c.status == "failed" for c in verdicts[0].checks)
