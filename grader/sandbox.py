@@ -32,6 +32,7 @@ from pathlib import Path
 from . import records, wire
 
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct run sends a few thousand)
 MAX_OUTPUT_BYTES = 32 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes
 MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmpfs can hold its scratch folder
@@ -471,6 +472,7 @@ class RecordParser:
         self._control = control
         self._buffer = bytearray()
         self._total = 0
+        self._tokens = 0
         self._lock = threading.Lock()
 
     def feed(self, data: bytes) -> None:
@@ -505,6 +507,10 @@ class RecordParser:
 
     def _line(self, line: bytes) -> None:
         run = self.run
+        self._tokens += wire.tokens(line)
+        if self._tokens > MAX_EVIDENCE_TOKENS:
+            self._fail("the grading process sent more evidence than the grader accepts")
+            return
         try:
             record = wire.loads(line)
         except wire.WireError as exc:

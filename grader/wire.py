@@ -19,6 +19,9 @@ MAX_DEPTH = 24
 MAX_ARRAY_ELEMENTS = 4_000_000
 MAX_STRING = 100_000
 MAX_ITEMS = 200_000
+# JSON values a line may hold, counted on its bytes before parsing: a 3-byte "[]" becomes a
+# 56-byte list, so a bound on bytes alone lets a line of empty lists take gigabytes
+MAX_TOKENS = 250_000
 DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
 
@@ -65,8 +68,16 @@ def dumps(value) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
-def loads(line: bytes):
+def tokens(line: bytes) -> int:
+    """An upper bound on the number of JSON values in ``line``: each one but the first follows a
+    comma or opens a container (array data is base64, one string)."""
+    return line.count(b",") + line.count(b"[") + line.count(b"{") + 1
+
+
+def loads(line: bytes, max_tokens: int = MAX_TOKENS):
     """One JSON line, decoded strictly: arrays become NumPy arrays."""
+    if tokens(line) > max_tokens:
+        raise WireError("too many values in one record")
     try:
         raw = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
     except RecursionError:

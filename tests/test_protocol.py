@@ -65,6 +65,28 @@ def test_deeply_nested_data_is_untrusted_not_a_crash():
     assert "nested" in _parse(deep).protocol_error
 
 
+def test_a_record_of_countless_small_values_is_refused_before_it_is_parsed():
+    import tracemalloc
+
+    bomb = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": [' + b"[]," * 20_000_000 + b"[]]}\n"
+    tracemalloc.start()
+    try:
+        run = _parse(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "more evidence than the grader accepts" in run.protocol_error
+    assert peak < 4 * len(bomb)  # the line's bytes, never the gigabytes its lists would take
+    line = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": [' + b"[]," * 300_000 + b"[]]}\n"
+    assert "too many values in one record" in _parse(line).protocol_error
+
+
+def test_many_records_of_many_values_are_refused_together():
+    line = _records({"event": "start", "phase": "load", "filler": [0] * 200_000})
+    run = _parse(line * 6)
+    assert "more evidence than the grader accepts" in run.protocol_error
+
+
 def test_non_finite_numbers_are_untrusted():
     assert _parse(b'{"event": "done", "x": NaN}\n').protocol_error
 
