@@ -80,7 +80,7 @@ def python_source(data: bytes, path: Path) -> str:
     if b"\x00" in data:
         raise SubmissionError(f"{path.name} contains NUL bytes; it is not a Python source file.")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte order mark (Notepad's UTF-8) is not part of the code
     except UnicodeDecodeError as exc:
         raise SubmissionError(
             f"{path.name} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8."
@@ -95,7 +95,7 @@ def notebook_submission(data: bytes, path: Path) -> Source:
     """Every code cell of the notebook that is not an nbgrader test cell, in order, with IPython
     magics and shell escapes commented out, and the map of its lines to the cells."""
     try:
-        notebook = json.loads(data.decode("utf-8"))
+        notebook = json.loads(data.decode("utf-8-sig"))
         cells = notebook["cells"]
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")

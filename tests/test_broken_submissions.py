@@ -86,6 +86,13 @@ def test_missing_file_is_an_error(tmp_path):
     assert verdict.status == "error" and "does not exist" in verdict.error
 
 
+def test_a_file_saved_with_a_byte_order_mark_is_graded_as_python_reads_it(tmp_path):
+    path = tmp_path / "exercise3.py"
+    path.write_bytes(b"\xef\xbb\xbf" + SOLUTION.encode("utf-8"))  # how Notepad saves UTF-8
+    verdict = grade("exercise3", path)
+    assert verdict.status == "passed", verdict.error
+
+
 def test_notebook_grades_like_the_python_file(tmp_path):
     import nbformat
 
