@@ -574,6 +574,8 @@ def batch_command(argv: list[str]) -> int:
 
     from rich.console import Console
 
+    from . import report
+
     console = Console()
     for course, submitted in found.searched:
         console.print(f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.",
@@ -581,7 +583,8 @@ def batch_command(argv: list[str]) -> int:
     if found.skipped:
         console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
         for skipped in found.skipped:
-            console.print(f"  {skipped.path}: {skipped.why}", highlight=False, markup=False, soft_wrap=True)
+            console.print(report.printable(f"  {skipped.path}: {skipped.why}"), highlight=False, markup=False,
+                          soft_wrap=True)
     if not found.submissions and not found.refused:
         console.print(f"[red]No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.[/red]")
         return EXIT_ERROR
@@ -634,6 +637,15 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> 
     return refused + graded
 
 
+def shown(text) -> str:
+    """Text from a class's files (names, nbgrader's messages) for Rich markup: escaped and printable."""
+    from rich.markup import escape
+
+    from .report import printable
+
+    return escape(printable(str(text)))
+
+
 def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -649,9 +661,11 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
             console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
             return EXIT_ERROR
     for student, why in stored.skipped:
-        console.print(f"[yellow]Not stored for {student}:[/yellow] {why}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]Not stored for {shown(student)}:[/yellow] {shown(why)}", highlight=False,
+                      soft_wrap=True)
     for student, why in stored.failed:
-        console.print(f"[red]nbgrader could not autograde {student}:[/red] {why}", highlight=False, soft_wrap=True)
+        console.print(f"[red]nbgrader could not autograde {shown(student)}:[/red] {shown(why)}", highlight=False,
+                      soft_wrap=True)
     course = course.resolve()
     console.print(f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
                   f"in autograded/. There, `nbgrader export` writes grades.csv and "

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .explain import Explanation
+from .report import printable
 from .explain_claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Claim
 
 VERDICT_STYLE = {SUPPORTED: ("✓", "green"), NOT_SUPPORTED: ("✗", "red"), INCONCLUSIVE: ("?", "yellow")}
@@ -31,7 +32,7 @@ def render(explanation: Explanation) -> RenderableType:
                  "design."),
             title="Your encoder shares one norm", title_align="left", border_style="yellow"))
     if explanation.error:
-        parts.append(Panel(Text(explanation.error, style="bold"), title="The experiments could not run",
+        parts.append(Panel(Text(printable(explanation.error), style="bold"), title="The experiments could not run",
                            title_align="left", border_style="magenta"))
     if explanation.problems:
         parts.append(Panel(Text("\n".join(f"• {p}" for p in explanation.problems)),

@@ -5,6 +5,9 @@ Only this module imports Rich for grading output; the CLI prints what it returns
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -30,7 +33,37 @@ TOPIC_TITLES = {
 }
 
 
+# Control characters other than newline and tab: a submission's output or error message could
+# otherwise clear the screen, move the cursor or rewrite earlier lines of the report.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as an escape (\\x1b)."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def _printable_value(value):
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {key: _printable_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_printable_value(item) for item in value)
+    return value
+
+
+def displayed(verdict: Verdict) -> Verdict:
+    """A copy of the verdict fit for a terminal: the texts a submission could have shaped made
+    printable (the verdict's JSON keeps them as they were)."""
+    checks = [dataclasses.replace(c, title=printable(c.title), message=printable(c.message)) for c in verdict.checks]
+    return dataclasses.replace(verdict, submission=printable(verdict.submission),
+                               error=printable(verdict.error) if verdict.error else verdict.error,
+                               checks=checks, context=_printable_value(verdict.context))
+
+
 def render(verdict: Verdict) -> RenderableType:
+    verdict = displayed(verdict)
     parts: list[RenderableType] = [header(verdict)]
     if verdict.status == "error":
         parts.append(
@@ -223,12 +256,12 @@ def batch_summary(results, out) -> RenderableType:
         table.add_column(column, no_wrap=True, justify="right" if column in ("score", "seconds") else "left")
     table.add_column("first problem", ratio=1, overflow="fold")
     for result in shown:
-        verdict = result.verdict
+        verdict = displayed(result.verdict)
         first = next((c for c in verdict.checks if c.status not in ("passed", "skipped")), None)
         problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
         style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
-        table.add_row(result.submission.id, Text(verdict.status, style=style),
-                      f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", problem)
+        table.add_row(Text(printable(result.submission.id)), Text(verdict.status, style=style),
+                      f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", Text(problem))
     line = Text(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing graded")
     line.append(f"  ·  results in {out}", style="dim")
     return Group(table, line)

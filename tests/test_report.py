@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from rich.console import Console
 
@@ -172,3 +173,24 @@ def test_grade_list_keeps_whole_words_at_80_columns():
     console.print(progress_table(states))
     out = console.file.getvalue()
     assert "self-attention" in out and "…" not in out
+
+
+def test_what_a_submission_printed_or_raised_cannot_drive_the_terminal():
+    from grader.batch import Result, Submission
+    from grader.report import batch_summary
+
+    escape = "\x1b[2J\x1b[H\x1b[32mScore 23/23 passed\x1b]0;title\x07"
+    failing = summarise("exercise3", "/work/ex.py", [check("forward.post_norm", "failed", 3, f"Observed: {escape}")],
+                        dict(CONTEXT, output=f"printed {escape}\n", tensorflow=escape))
+    broken = error_verdict("exercise3", "/work/ex.py", f"Importing your file raised an error: {escape} [bold]x[/bold]",
+                           23, CONTEXT)
+    for verdict in (failing, broken):
+        out = text(verdict)
+        assert "\x1b" not in out and "\x07" not in out
+        assert "\\x1b[2J" in out  # shown, as an escape, not obeyed
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(batch_summary([Result(Submission("m\x1b[2Jallory", Path("/x.py")), broken,
+                                        1.0)], "out"))
+    out = console.file.getvalue()
+    assert "\x1b" not in out and "[bold]x[/bold]" in out  # and Rich markup in it is text
+    assert broken.error.startswith("Importing") and "\x1b" in broken.error  # the verdict keeps what was said
