@@ -445,8 +445,7 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
     exercises.get(exercise_id)
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
     # no grading may read the class's own folders, wherever they lie
-    settings = replace(settings, private=tuple(dict.fromkeys(
-        [*settings.private, *(str(s.path.absolute().parent) for s in submissions)])))
+    settings = replace(settings, private=tuple(dict.fromkeys([*settings.private, *private_folders(submissions)])))
     outputs = Outputs(out)
     own_workers = workers is None
     results: list[Result] = []
@@ -477,6 +476,19 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
             workers.close()
         outputs.close()
     return results
+
+
+def private_folders(submissions) -> list[str]:
+    """The folders of a class no grading may read: each submission's own folder and, in nbgrader's
+    layout, the whole course (its source notebooks, gradebook and autograded copies)."""
+    folders = []
+    for submission in submissions:
+        path = Path(os.path.abspath(submission.path))
+        folders.append(str(path.parent))
+        parts = path.parts
+        if "submitted" in parts[:-1]:
+            folders.append(str(Path(*parts[:len(parts) - 1 - parts[::-1].index("submitted")])))
+    return list(dict.fromkeys(folders))
 
 
 def _start(exercise_id: str, submission: Submission, settings: Settings, workers) -> Grading:

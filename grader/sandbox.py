@@ -88,11 +88,13 @@ class ChildRun:
 
 def limits(timeout: float, memory_mb: int, private=()) -> dict:
     """The limits a child applies to itself and everything it starts. ``hidden`` are the folders
-    it may not read even where they lie inside folders it reads: the solutions, and the folders
-    submissions come from (``private``)."""
-    from .exercises import SOLUTIONS_DIR
+    it may not read even where they lie inside folders it reads: the solutions, the exercises, and
+    the folders submissions come from (``private``)."""
+    from .exercises import EXERCISES_DIR, SOLUTIONS_DIR
 
-    hidden = [os.path.realpath(SOLUTIONS_DIR), *(os.path.realpath(str(path)) for path in private)]
+    # the exercises too: exercise 5's file carries the reference layers of exercises 1 and 3
+    hidden = [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
+              *(os.path.realpath(str(path)) for path in private)]
     return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
             "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": list(dict.fromkeys(hidden))}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.child import landlock
-from grader.exercises import SOLUTIONS_DIR
+from grader.exercises import EXERCISES_DIR, SOLUTIONS_DIR
 from grader.sandbox import limits
 
 
@@ -70,7 +70,7 @@ def test_a_python_folder_inside_a_hidden_one_stays_readable(tmp_path):
 
 def test_every_grading_hides_the_solutions_and_the_folders_it_is_told_to():
     hidden = limits(10, 100, ["/srv/class/alice"])["hidden"]
-    assert hidden == [os.path.realpath(SOLUTIONS_DIR), "/srv/class/alice"]
+    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), "/srv/class/alice"]
 
 
 PROBE = textwrap.dedent("""
@@ -120,3 +120,13 @@ def test_under_landlock_the_hidden_folders_cannot_be_read(tmp_path):
     assert seen == {"solution": "refused", "through_link": "refused", "classmate": "refused",
                     "package_file": "read", "stub": "read", "site_listing": "read", "package_listing": "read",
                     "system_file": "read"}
+
+
+def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
+    from grader.batch import Submission, private_folders
+
+    found = [Submission("alice", Path("/opt/course/submitted/alice/exercise3/exercise3.ipynb"), "alice"),
+             Submission("bob", Path("/opt/course/submitted/bob/exercise3/exercise3.ipynb"), "bob"),
+             Submission("loose", Path("/srv/class/loose.py"))]
+    assert private_folders(found) == ["/opt/course/submitted/alice/exercise3", "/opt/course",
+                                      "/opt/course/submitted/bob/exercise3", "/srv/class"]

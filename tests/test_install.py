@@ -72,13 +72,15 @@ def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_pa
     assert [Path(r["stub"]) for r in rows] == [workspace / "exercises" / f"{e}.py" for e in exercises.EXERCISES]
     solution = Path(rows[2]["solution"])
     assert solution.is_relative_to(venv) and solution.read_text() == exercises.get("exercise3").solution.read_text()
-    # The solutions travel inside the installed package, next to the grader the child must read:
-    # a submission that reads them is refused, where it would otherwise pass.
+    # The solutions travel inside the installed package, next to the grader the child must read, and
+    # so does exercise 5's file with the reference encoder: a submission that reads either is
+    # refused, where it would otherwise pass.
     steal = workspace / "exercises" / "exercise3.py"
-    steal.write_text(exercises.get("exercise3").stub.read_text() + "\nimport os, grader\nexec(open(os.path.join("
-                     "os.path.dirname(grader.__file__), '_solutions', 'exercise3.py')).read())\n")
-    stolen = json.loads(run([grade, "exercise3", "--json"], workspace / "exercises", env).stdout)
-    assert stolen["status"] == "error" and "PermissionError" in stolen["error"], stolen
+    for folder, name in (("_solutions", "exercise3.py"), ("_exercises", "exercise5.py")):
+        steal.write_text(exercises.get("exercise3").stub.read_text() + "\nimport os, grader\nexec(open(os.path.join("
+                         f"os.path.dirname(grader.__file__), {folder!r}, {name!r})).read())\n")
+        stolen = json.loads(run([grade, "exercise3", "--json"], workspace / "exercises", env).stdout)
+        assert stolen["status"] == "error" and "PermissionError" in stolen["error"], (folder, stolen)
     (workspace / "exercises" / "exercise3.py").write_text(solution.read_text())
     graded = run([grade, "exercise3", "--json"], workspace / "exercises", env)
     assert graded.returncode == 0, graded.stderr
