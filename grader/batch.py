@@ -24,6 +24,7 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import re
@@ -238,11 +239,24 @@ def _add(found: Discovery, submission: Submission, inside: Path) -> None:
         found.submissions.append(replace(submission, path=path.resolve()))
 
 
+MAX_ID = 100
+
+
+def _text(value: str) -> str:
+    """A file name that is not UTF-8 (Python keeps its bytes as surrogates), with those bytes escaped."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if isinstance(value, str) \
+        else value
+
+
 def _identify(path: Path, base: Path) -> str:
     """A file's id outside nbgrader's layout: its path below the folder given, without suffix."""
     path, base = path.absolute(), base.absolute()
     relative = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
+    identity = re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
+    if len(identity) > MAX_ID:  # an id names a folder of the results: keep it well inside a file name's limit
+        digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:10]
+        identity = f"{identity[:MAX_ID - 11]}-{digest}"
+    return identity
 
 
 def _unique(submissions: list[Submission], refused: list[Submission]):
@@ -373,7 +387,8 @@ class Outputs:
         else:
             _remove_results(self.folder)
         self._jsonl = open(self.folder / "verdicts.jsonl", "a" if append else "w", encoding="utf-8")
-        self._csv_file = open(self.folder / "summary.csv", "a" if append else "w", encoding="utf-8", newline="")
+        self._csv_file = open(self.folder / "summary.csv", "a" if append else "w", encoding="utf-8", newline="",
+                              errors="backslashreplace")
         self._csv = csv.writer(self._csv_file)
         if not append:
             self._csv.writerow(SUMMARY_COLUMNS)
@@ -388,7 +403,9 @@ class Outputs:
         by_id = {json.loads(line)["id"]: line for line in lines if line.strip()}
         return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
-    def write(self, result: Result) -> None:
+    def write(self, result: Result, gradescope_file: bool = True) -> None:
+        """Add one result's row, or nothing at all: everything that can fail (the text of the row
+        and the Gradescope file) comes before the row is written."""
         from . import __version__
         from .notebooks import manual_points
 
@@ -397,23 +414,24 @@ class Outputs:
         record = dict(verdict.to_json(), id=result.submission.id, student=result.submission.student,
                       graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual)
-        line = json.dumps(record)
-        row = [result.submission.id, verdict.status, verdict.score, verdict.max_score, f"{result.seconds:.2f}",
-               verdict.submission, f"{manual:g}"]
+        line = json.dumps(record)  # ASCII: a file name that is not UTF-8 is escaped, not an error
+        row = [_text(result.submission.id), verdict.status, verdict.score, verdict.max_score,
+               f"{result.seconds:.2f}", _text(verdict.submission), f"{manual:g}"]
+        if gradescope_file:
+            folder = self.folder / "gradescope" / result.submission.id
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "results.json").write_text(json.dumps(gradescope(verdict), indent=1), encoding="utf-8")
         self._jsonl.write(line + "\n")
         self._jsonl.flush()
         self._csv.writerow(row)
         self._csv_file.flush()
         self._rows.append((result.submission.id, row, line))
-        folder = self.folder / "gradescope" / result.submission.id
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(gradescope(verdict), indent=1), encoding="utf-8")
 
     def close(self) -> None:
         self._jsonl.close()
         self._csv_file.close()
         rows = sorted(self._rows, key=lambda r: r[0])
-        with open(self.folder / "summary.csv", "w", encoding="utf-8", newline="") as handle:
+        with open(self.folder / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
             writer = csv.writer(handle)
             writer.writerow(SUMMARY_COLUMNS)
             writer.writerows(row for _, row, _ in rows)
@@ -465,7 +483,7 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
             submission, grading, started = pending.pop(_next_ready(pending))
             start_more()  # the next child runs while this one's checks do
             result = Result(submission, grading.finish(), time.perf_counter() - started)
-            result = _write(outputs, result, grading)
+            result = write_result(outputs, result)
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -501,20 +519,25 @@ def _start(exercise_id: str, submission: Submission, settings: Settings, workers
                                f"({type(exc).__name__}: {str(exc)[:300]}).")
 
 
-def _write(outputs: "Outputs", result: Result, grading: Grading) -> Result:
-    """Write one result; if the grader cannot, the submission's result is an error that says so."""
+def write_result(outputs: "Outputs", result: Result) -> Result:
+    """Write one result; if the grader cannot, the submission's row is an error that says so (and
+    has no Gradescope file if that is what failed). Only a results folder that takes no row at all
+    leaves the submission out of it; the result is returned either way."""
     try:
         outputs.write(result)
         return result
     except Exception as exc:  # noqa: BLE001 - one submission's files, not the whole batch
+        verdict = result.verdict
         failed = Result(result.submission, error_verdict(
-            grading.exercise.id, str(grading.path),
+            verdict.exercise, verdict.submission,
             f"The submission was graded, but the grader could not write its results ({type(exc).__name__}: "
-            f"{str(exc)[:300]}).", max_points(grading.exercise.id), grading.context), result.seconds)
-        try:
-            outputs.write(failed)
-        except Exception:  # noqa: BLE001 - the folder is unusable; the result is still returned
-            pass
+            f"{str(exc)[:300]}).", max_points(verdict.exercise), verdict.context), result.seconds)
+        for gradescope_file in (True, False):
+            try:
+                outputs.write(failed, gradescope_file=gradescope_file)
+                break
+            except Exception:  # noqa: BLE001 - the folder is unusable; the result is still returned
+                continue
         return failed
 
 

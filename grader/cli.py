@@ -609,7 +609,7 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> 
     """Grade what ``survey`` found, with a progress bar; refused submissions become error rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .batch import Outputs, refused_result, run_batch
+    from .batch import Outputs, refused_result, run_batch, write_result
 
     refused = [refused_result(exercise_id, submission) for submission in found.refused]
     counts = {"passed": 0, "failed": 0, "error": len(refused)}
@@ -633,7 +633,7 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> 
         finally:  # the refused rows join the results folder, even after an interrupted run
             with Outputs(out, append=bool(found.submissions)) as outputs:
                 for result in refused:
-                    outputs.write(result)
+                    write_result(outputs, result)
     return refused + graded
 
 

@@ -39,7 +39,9 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but newline and tab shown as an escape (\\x1b)."""
+    """``text`` with every control character but newline and tab shown as an escape (\\x1b), and
+    the bytes of a file name that are not UTF-8 (kept by Python as surrogates) as \\udcXX."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # a file name's bytes that are not UTF-8
     return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 

@@ -116,6 +116,35 @@ def test_batch_command_shows_progress_and_summary(tmp_path):
     assert result.stderr.strip() == ""  # TensorFlow's start-up noise stays in the worker
 
 
+def test_odd_file_names_get_one_row_each_and_never_stop_the_batch(tmp_path):
+    """A file name that is not UTF-8, a link with such a name and a path far longer than a file
+    name may be: each submission gets exactly one row, the batch its summary."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "a.py").write_text(SOLUTION, encoding="utf-8")
+    (folder / os.fsdecode(b"caf\xe9.py")).write_text(SOLUTION, encoding="utf-8")
+    (folder / os.fsdecode(b"l\xe9.py")).symlink_to(folder / "a.py")
+    deep = folder / ("a" * 130)
+    deep.mkdir()
+    (deep / ("b" * 150 + ".py")).write_text(STUB, encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--exercise", "exercise3",
+                             "--out", str(out), "--jobs", "2"], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Batch results" in result.stdout and "Traceback" not in result.stderr
+    rows = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(lines) == 4 and len({r["id"] for r in rows}) == 4
+    assert sorted(r["id"] for r in rows) == sorted(v["id"] for v in lines)
+    by_status = sorted(r["status"] for r in rows)
+    assert by_status == ["error", "failed", "passed", "passed"], rows
+    assert all(len(r["id"]) <= 100 for r in rows)
+    assert any(r["submission"].endswith("caf\\xe9.py") for r in rows)  # the bytes that are not UTF-8, escaped
+    for row in rows:
+        assert (out / "gradescope" / row["id"] / "results.json").is_file()
+
+
 def test_links_and_special_files_are_never_read(tmp_path):
     from grader import exercises
     from grader.batch import refused_result, survey
