@@ -56,7 +56,7 @@ def measures(report) -> tuple[list[str], list[str]]:
     applied: list[str] = []
     ruleset = report["landlock"]
     if ruleset.get("applied") is True:
-        rights = ["writes only in its scratch folder", "reads only system and Python folders"]
+        rights = ["writes only in its scratch folder", "reads only system and Python folders, not the solutions"]
         if ruleset.get("network") is True:
             rights.append("no TCP")
         if ruleset.get("signals") is True:

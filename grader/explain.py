@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import exercises
+from . import confinement, exercises
 from .explain_claims import Claim, RecordError, all_claims, validate_seed, validate_structure
 from .grading import Settings, grade
 from .inputs import CLASSIFIER_DIMS
@@ -187,10 +187,8 @@ def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, pla
     for key in ("tensorflow", "keras"):
         if key in data:
             context[key] = str(data[key])[:40]
-    sandbox = data.get("sandbox") if isinstance(data.get("sandbox"), dict) else {}
-    if data:
-        context["sandbox"] = ("Landlock: writes only to a scratch folder" if sandbox.get("applied")
-                              else f"time and memory limits only ({str(sandbox.get('reason', 'no Landlock'))[:80]})")
+    if data:  # the same line as a grading's header: what confined the child, from its own report
+        context["sandbox"] = confinement.describe(data.get("sandbox"))
 
     structure = None
     record = run.phases.get("structure")

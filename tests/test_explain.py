@@ -270,6 +270,20 @@ def read(run) -> Explanation:
     return read_run(run, EXERCISE, EXERCISE.solution, "reference", "why", PLAN, {})
 
 
+def test_the_header_says_what_confined_the_experiments_as_a_grading_header_does():
+    from grader import confinement
+
+    assert read(child_run()).context["sandbox"] == confinement.describe({"applied": True})
+    report = {"landlock": {"applied": True, "abi": 6, "network": True, "signals": True}, "seccomp": True,
+              "namespaces": {"user": False, "pid": True, "mount": True, "network": True, "ipc": True},
+              "reaper": "pid-namespace", "own_proc": True, "write_limit": None, "process_limit": 128, "uid": 5,
+              "from_root": True, "capabilities": 0, "file_limit": 1, "environment": ["PATH"], "refused": {}}
+    run = child_run()
+    run.phases["runtime"]["data"]["sandbox"] = report
+    line = read(run).context["sandbox"]
+    assert line == confinement.describe(report) and "Landlock ABI 6" in line and "seccomp" in line
+
+
 def test_a_malformed_or_failed_seed_is_reported_and_the_rest_is_still_judged():
     run = child_run(structure=STRUCTURE, seed_0=seed_record(0), seed_1={"seed": "nonsense"},
                     seed_2=({}, False, {"type": "ValueError", "message": "boom"}))
