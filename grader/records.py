@@ -79,4 +79,31 @@ def problem(record: dict) -> str | None:
     for field, test in PHASE_FIELDS.get(record.get("phase"), {}).items():
         if field in data and not test(data[field]):
             return f"its {field} has the wrong form"
+    return trace_problem(data)
+
+
+def trace_problem(value) -> str | None:
+    """What is wrong with a call trace anywhere in ``value``, or None. The child's tracer numbers
+    its events in order and links each to the call it happened in, always an earlier one; a trace
+    whose links point elsewhere (forward, out of range, in a cycle) was not made by it."""
+    if isinstance(value, dict):
+        trace = value.get("trace")
+        if "trace" in value and isinstance(trace, list):
+            for position, event in enumerate(trace):
+                if not isinstance(event, dict) or event.get("index") != position:
+                    return "a call trace is not numbered in order"
+                parent = event.get("parent")
+                if parent is not None and not (isinstance(parent, int) and not isinstance(parent, bool)
+                                               and 0 <= parent < position):
+                    return "a call trace links an event to one that is not an earlier call"
+        children = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return None
+    for child in children:
+        if isinstance(child, (dict, list)):
+            found = trace_problem(child)
+            if found:
+                return found
     return None

@@ -200,7 +200,7 @@ events = [{"index": 0, "class": "Dense", "layer": 0, "parent": 1}, {"index": 1, 
 for record in ({"event": "end", "phase": "load", "ok": True, "data": load, "error": None},
                {"event": "start", "phase": "forward"},
                {"event": "end", "phase": "forward", "ok": True, "error": None,
-                "data": {"events": events, "layers": {"0": {"class": "Dense"}}}},
+                "data": {"observation": {"trace": events}, "layers": {"0": {"class": "Dense"}}}},
                {"event": "done"}):
     os.write(3, (_json.dumps(record) + "\n").encode())
 os._exit(0)

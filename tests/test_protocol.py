@@ -172,3 +172,17 @@ def test_the_sandbox_line_claims_only_what_the_report_says():
     assert "Landlock ABI" not in line and "own PID" not in line and "minimal environment" not in line
     assert "killed at the end (subreaper)" in line and "seccomp: no sockets" in line
     assert "not applied: Landlock (Landlock is not available); PID namespace (Operation not permitted)" in line
+
+
+def test_a_call_trace_whose_links_the_tracer_could_not_have_made_is_untrusted():
+    def forward(trace):
+        return _records(dict(END, phase="forward", data={"calls": [{"observation": {"trace": trace}}]}))
+
+    made = [{"index": 0, "parent": None}, {"index": 1, "parent": 0}, {"index": 2, "parent": 1}]
+    assert _parse(forward(made)).protocol_error is None
+    for bad in ([{"index": 0, "parent": 1}, {"index": 1, "parent": 0}],  # a cycle
+                [{"index": 0, "parent": None}, {"index": 1, "parent": 1}],  # its own parent
+                [{"index": 0, "parent": None}, {"index": 1, "parent": 7}],  # out of range
+                [{"index": 1, "parent": None}],  # out of order
+                [{"index": 0, "parent": True}]):
+        assert "call trace" in _parse(forward(bad)).protocol_error, bad
