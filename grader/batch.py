@@ -68,6 +68,15 @@ class Discovery:
     refused: list[Submission] = field(default_factory=list)  # error rows, never read
     skipped: list[Skipped] = field(default_factory=list)  # not a submission of this exercise
     searched: list[tuple[Path, Path]] = field(default_factory=list)  # (course given, its submitted/ folder)
+    given: list[Path] = field(default_factory=list)  # the folders given (a file: its folder), resolved
+
+    def private(self) -> list[str]:
+        """The folders no grading of this class may read: those given, whole (a classmate's other
+        files, folders nothing was graded from, an nbgrader course's source and gradebook), and
+        the folders the refused links point into."""
+        folders = [str(folder) for folder in self.given]
+        folders += [os.path.dirname(os.path.realpath(s.path)) for s in self.refused]
+        return list(dict.fromkeys(folders))
 
 
 class LayoutError(ValueError):
@@ -97,6 +106,7 @@ def survey(paths: list[Path], exercise_id: str) -> Discovery:
         if not given.exists():
             raise FileNotFoundError(f"{given} does not exist")
         root = given.resolve()
+        found.given.append(root.parent if root.is_file() else root)
         if root.is_file():
             _add_file(found, given.absolute(), root.parent, exercise_id)
         elif _is_course(root):

@@ -591,6 +591,7 @@ def batch_command(argv: list[str]) -> int:
     from .platforms import gradescope_visibility
 
     with gradescope_visibility(args.gradescope_visibility):
+        settings = dataclasses.replace(settings, private=tuple(found.private()))
         results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
 
     from .notebooks import manual_note

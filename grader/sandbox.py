@@ -93,10 +93,13 @@ def limits(timeout: float, memory_mb: int, private=()) -> dict:
     from .exercises import EXERCISES_DIR, SOLUTIONS_DIR
 
     # the exercises too: exercise 5's file carries the reference layers of exercises 1 and 3
-    hidden = [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
-              *(os.path.realpath(str(path)) for path in private)]
+    hidden = list(dict.fromkeys([os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
+                                 *(os.path.realpath(str(path)) for path in private)]))
+    # only the outermost: a class's folder stands for its students' (whose names the child would see)
+    hidden = [path for path in hidden if not any(path.startswith(other.rstrip(os.sep) + os.sep)
+                                                 for other in hidden if other != path)]
     return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
-            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": list(dict.fromkeys(hidden))}
+            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": hidden}
 
 
 class GradingProcess:

@@ -56,6 +56,20 @@ def test_rules_grant_all_around_a_hidden_folder_and_nothing_in_it(tmp_path):
     assert str(tree["system"]) not in rules and os.path.realpath(tree["system"]) not in rules
 
 
+def test_a_hidden_folder_with_hidden_folders_inside_stays_hidden_whole(tmp_path):
+    # an nbgrader course hides itself and each submission's folder beneath it
+    tree = _tree(tmp_path)
+    course = tree["system"] / "course"
+    (course / "submitted" / "bob").mkdir(parents=True)
+    (course / "source").mkdir()
+    (course / "source" / "exercise3.ipynb").write_text("{}", encoding="utf-8")
+    (course / "gradebook.db").write_text("", encoding="utf-8")
+    rules = landlock.read_rules([str(tree["system"])], [], [str(course), str(course / "submitted" / "bob")])
+    granted = [Path(os.path.realpath(path)) for path, _ in rules]
+    assert tree["system"] / "tool.txt" in granted
+    assert not [path for path in granted if path == course or course in path.parents], granted
+
+
 def test_a_folder_without_hidden_ones_is_granted_whole(tmp_path):
     tree = _tree(tmp_path)
     rules = landlock.read_rules([str(tree["system"])], [str(tree["site"])], [str(tmp_path / "elsewhere")])
@@ -130,3 +144,25 @@ def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
              Submission("loose", Path("/srv/class/loose.py"))]
     assert private_folders(found) == ["/opt/course/submitted/alice/exercise3", "/opt/course",
                                       "/opt/course/submitted/bob/exercise3", "/srv/class"]
+
+
+def test_a_class_is_hidden_whole_and_the_child_sees_no_roster(tmp_path):
+    from grader.batch import survey
+
+    course = tmp_path / "course"
+    for student in ("alice", "bob"):
+        (course / "submitted" / student / "exercise3").mkdir(parents=True)
+        (course / "submitted" / student / "exercise3" / "exercise3.ipynb").write_text("{}", encoding="utf-8")
+    (course / "submitted" / "carol" / "exercise3").mkdir(parents=True)  # nothing handed in
+    (course / "source").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "answer.ipynb").write_text("{}", encoding="utf-8")
+    (course / "submitted" / "mallory" / "exercise3").mkdir(parents=True)
+    (course / "submitted" / "mallory" / "exercise3" / "exercise3.ipynb").symlink_to(elsewhere / "answer.ipynb")
+    found = survey([course], "exercise3")
+    private = found.private()
+    assert str(course.resolve()) in private and str(elsewhere.resolve()) in private
+    job_private = [*private, str(found.submissions[0].path.parent)]
+    assert limits(10, 100, job_private)["hidden"] == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
+                                                      str(course.resolve()), str(elsewhere.resolve())]

@@ -135,10 +135,12 @@ def _around(folder: str, hidden: set[str], listable: bool, visited: set[str]) ->
         return rules
     for path in sorted(entries):
         real = os.path.realpath(path)
+        if any(real == h or _beneath(real, h) for h in hidden):
+            continue  # hidden itself, or a link into a hidden folder: whatever else is hidden inside it
         deeper = {h for h in hidden if _beneath(h, real)}
         if deeper:
             rules.extend(_around(real, deeper, listable, visited))
-        elif not any(real == h or _beneath(real, h) for h in hidden):
+        else:
             rules.append((path, READ_RIGHTS))
     return rules
 
