@@ -14,6 +14,8 @@ from __future__ import annotations
 import autograd.numpy as anp
 import numpy as np
 
+from . import budget
+
 MASKED = -1e9
 ACTIVATIONS = ("linear", "relu", "gelu", "sigmoid", "tanh", "softmax", "silu", "swish", "elu", "selu",
                "softplus", "exponential")
@@ -57,7 +59,17 @@ def relu_layer(x, max_value=None, negative_slope=0.0, threshold=0.0):
     return y
 
 
+def einsum(equation: str, *operands):
+    """``anp.einsum``, its cost counted first (``budget``)."""
+    operations, elements = budget.einsum_cost(equation, *operands)
+    budget.charge(operations, elements)
+    return anp.einsum(equation, *operands)
+
+
 def dense(x, kernel, bias=None, activation_name="linear"):
+    rows = int(np.prod(np.shape(x)[:-1])) if np.ndim(x) else 1
+    budget.charge(float(np.size(x)) * (np.shape(kernel)[-1] if np.ndim(kernel) else 1),
+                  rows * (np.shape(kernel)[-1] if np.ndim(kernel) else 1))
     y = anp.dot(x, kernel)
     if bias is not None:
         y = y + bias
@@ -65,7 +77,7 @@ def dense(x, kernel, bias=None, activation_name="linear"):
 
 
 def einsum_dense(x, kernel, bias, equation: str, bias_axes: str | None, activation_name="linear"):
-    y = anp.einsum(equation, x, kernel)
+    y = einsum(equation, x, kernel)
     if bias is not None and bias_axes:
         output_spec = equation.split("->")[1]
         first = min(output_spec.index(axis) for axis in bias_axes)
@@ -117,20 +129,20 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
     key = value if key is None else key
 
     def project(x, role):
-        y = anp.einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
+        y = einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
         bias = params.get(f"{role}_bias")
         return y if bias is None else y + bias
 
     q, k, v = project(query, "query"), project(key, "key"), project(value, "value")
-    scores = anp.einsum("btnk,bsnk->bnts", q, k) / np.sqrt(q.shape[-1])
+    scores = einsum("btnk,bsnk->bnts", q, k) / np.sqrt(q.shape[-1])
     full = full_attention_mask(mask, query.shape[0], query.shape[1], key.shape[1], causal)
     if full is not None:
         scores = anp.where(full, scores, MASKED)
     weights = softmax(scores)
     if full is not None and zero_masked:
         weights = anp.where(full, weights, 0.0)
-    context = anp.einsum("bnts,bsnv->btnv", weights, v)
-    out = anp.einsum("btnv,nve->bte", context, params["output_kernel"])
+    context = einsum("bnts,bsnv->btnv", weights, v)
+    out = einsum("btnv,nve->bte", context, params["output_kernel"])
     bias = params.get("output_bias")
     return out if bias is None else out + bias
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..verdict import CheckResult
+from . import budget
 from .framework import CheckFailed, Unavailable
 
 INI = Path(__file__).with_name("pytest.ini")
@@ -115,6 +116,9 @@ def classify(excinfo) -> tuple[str, str]:
         return error.status, error.message
     if isinstance(error, CheckFailed):
         return "failed", str(error)
+    if isinstance(error, budget.TooLarge):
+        return "failed", (f"Not verified: {error}. A layer of this exercise needs a small fraction of that, so "
+                          "the computation your grading process reported is not the exercise's.")
     if isinstance(error, AssertionError):
         return "failed", str(error).split("\nassert ")[0]
     return "error", f"The grader could not finish this check ({type(error).__name__}: {error})."

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ops
+from . import budget, ops
 
 # kinds the child reports (grader/child/tracing.py), and what the replay does with them
 LEAF_KINDS = ("attention", "dense", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
@@ -37,8 +37,7 @@ MAX_EVENTS = 5000
 MAX_EPSILON = 0.1
 
 
-class ReplayFailed(Exception):
-    """The traced call cannot be rebuilt from steps the grader can run; the message says where."""
+ReplayFailed = budget.ReplayFailed  # the traced call cannot be rebuilt from steps the grader can run
 
 
 @dataclass(frozen=True)
@@ -347,25 +346,28 @@ def _match(target: np.ndarray, terms: dict, masks: dict, names: dict, what: str)
         raise ReplayFailed(f"{what} holds NaN or infinite values")
     shape = target.shape
     keys = list(terms)
-    singles = [(k,) for k in keys]
-    pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
-    candidates = []  # (combination, relu, mask name, value): simplest first
-    for combination in singles + pairs:
-        parts = [_fits(terms[k], shape) for k in combination]
-        if any(p is None for p in parts):
-            continue
-        total = parts[0] if len(parts) == 1 else parts[0] + parts[1]
-        for relu in (False, True):
-            candidate = np.maximum(total, 0.0) if relu else total
-            candidates.append((combination, relu, None, candidate))
-            for mask_name, mask in masks.items():
-                factor = _fits(mask.astype(np.float64)[..., None], shape) if mask.ndim < len(shape) else None
-                if factor is not None:
-                    candidates.append((combination, relu, mask_name, candidate * factor))
-    for combination, relu, mask_name, value in candidates:
+    masks_as_factors = {name: _fits(mask.astype(np.float64)[..., None], shape) if mask.ndim < len(shape) else None
+                        for name, mask in masks.items()}
+
+    def candidates():  # (combination, relu, mask name, value): simplest first, made one at a time
+        combinations = [(k,) for k in keys] + [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
+        for combination in combinations:
+            budget.charge(target.size * (2 + len(masks)) * 2, target.size)
+            parts = [_fits(terms[k], shape) for k in combination]
+            if any(p is None for p in parts):
+                continue
+            total = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+            for relu in (False, True):
+                candidate = np.maximum(total, 0.0) if relu else total
+                yield combination, relu, None, candidate
+                for mask_name, factor in masks_as_factors.items():
+                    if factor is not None:
+                        yield combination, relu, mask_name, candidate * factor
+
+    for combination, relu, mask_name, value in candidates():
         if close(value, target):
             return Expr(tuple(combination), relu, mask_name)
-    for combination, relu, mask_name, value in candidates:  # a constant factor only if nothing simpler fits
+    for combination, relu, mask_name, value in candidates():  # a constant factor only if nothing simpler fits
         scale = _scale(value, target)
         if scale is not None:
             return Expr(tuple(combination), relu, mask_name, scale)

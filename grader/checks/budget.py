@@ -1,0 +1,70 @@
+"""The work the parent may spend recomputing one submission's calls.
+
+Everything the replay computes comes from shapes the child reported, so a
+submission could describe a computation that is cheap for TensorFlow in the
+child and immense for the parent (an einsum over every index combination, a
+product of huge arrays, thousands of terms to match). A single NumPy call
+cannot be interrupted by the checks' time limit, so the cost of each step is
+counted before it runs: past the budget, the replay fails (``TooLarge``), the
+call counts as not verified and the checks that need it say so. A correct
+layer of these exercises needs well under a thousandth of the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+BUDGET = 500_000_000  # element operations for one grading's replays and references
+MAX_ELEMENTS = 20_000_000  # in any one array a step makes (160 MB of float64)
+
+
+class ReplayFailed(Exception):
+    """The traced call cannot be rebuilt from steps the grader can run; the message says where."""
+
+
+class TooLarge(ReplayFailed):
+    """Rebuilding the call would cost more than the grader spends on one submission."""
+
+
+_spent = 0
+
+
+def reset() -> None:
+    """Start a new submission's budget."""
+    global _spent
+    _spent = 0
+
+
+def charge(operations: float, elements: float = 0) -> None:
+    """Count ``operations`` element operations, making arrays of ``elements``, before they run."""
+    global _spent
+    if elements > MAX_ELEMENTS:
+        raise TooLarge(f"a step of the call would make an array of {int(elements):,} values, more than the grader "
+                       f"computes ({MAX_ELEMENTS:,})")
+    _spent += int(operations)
+    if _spent > BUDGET:
+        raise TooLarge(f"recomputing the call would take more than the {BUDGET:,} operations the grader spends "
+                       "on one submission")
+
+
+def einsum_cost(equation: str, *operands) -> tuple[float, float]:
+    """(operations, output elements) of ``np.einsum(equation, *operands)``: the product of the sizes
+    of every index letter, and of the output's. An equation with '...' is bounded by the product of
+    the operands' sizes."""
+    shapes = [np.shape(operand) for operand in operands]
+    sizes = [math.prod(shape) for shape in shapes]
+    if "..." in equation or "->" not in equation:
+        bound = math.prod(sizes)
+        return bound, bound
+    inputs, output = equation.replace(" ", "").split("->")
+    letters: dict[str, int] = {}
+    for spec, shape in zip(inputs.split(","), shapes):
+        if len(spec) != len(shape) or not re.fullmatch(r"[A-Za-z]*", spec):
+            bound = math.prod(sizes)
+            return bound, bound
+        for letter, size in zip(spec, shape):
+            letters[letter] = max(letters.get(letter, 1), int(size))
+    return math.prod(letters.values()), math.prod(letters.get(letter, 1) for letter in output)
