@@ -187,10 +187,10 @@ def test_a_batch_gives_every_submission_one_result_whatever_fails(tmp_path, monk
     runner.order = ["fine", "starts", "unreadable", "unwritable"]
     real_write = Outputs.write
 
-    def write(self, result):
+    def write(self, result, **options):
         if result.submission.id == "unwritable" and result.verdict.error and "could not write" not in result.verdict.error:
             raise OSError(28, "No space left on device")
-        return real_write(self, result)
+        return real_write(self, result, **options)
 
     monkeypatch.setattr(Outputs, "write", write)
     submissions = [Submission(name, paths[name]) for name in ("fine", "starts", "unreadable", "unwritable")]
