@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import records, wire
 
-MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+MAX_EVIDENCE_BYTES = 24 * 1024 * 1024  # a correct run sends about 1 MB
 MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct run sends a few thousand)
 MAX_OUTPUT_BYTES = 32 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes

@@ -18,10 +18,12 @@ import numpy as np
 MAX_DEPTH = 24
 MAX_ARRAY_ELEMENTS = 4_000_000
 MAX_STRING = 100_000
+MAX_KEY = 1_000
 MAX_ITEMS = 200_000
 # JSON values a line may hold, counted on its bytes before parsing: a 3-byte "[]" becomes a
 # 56-byte list, so a bound on bytes alone lets a line of empty lists take gigabytes
 MAX_TOKENS = 250_000
+MAX_LINE = 8 * 1024 * 1024  # bytes of one record: a correct run's longest is under 200 KB
 DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
 
@@ -76,6 +78,8 @@ def tokens(line: bytes) -> int:
 
 def loads(line: bytes, max_tokens: int = MAX_TOKENS):
     """One JSON line, decoded strictly: arrays become NumPy arrays."""
+    if len(line) > MAX_LINE:
+        raise WireError("a record is too long")
     if tokens(line) > max_tokens:
         raise WireError("too many values in one record")
     try:
@@ -99,6 +103,8 @@ def decode(value, depth: int = 0):
             return decode_array(value)
         if len(value) > MAX_ITEMS:
             raise WireError("too many entries")
+        if any(len(k) > MAX_KEY for k in value):
+            raise WireError("a field name is too long")
         return {str(k): decode(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         if len(value) > MAX_ITEMS:

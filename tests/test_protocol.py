@@ -186,3 +186,10 @@ def test_a_call_trace_whose_links_the_tracer_could_not_have_made_is_untrusted():
                 [{"index": 1, "parent": None}],  # out of order
                 [{"index": 0, "parent": True}]):
         assert "call trace" in _parse(forward(bad)).protocol_error, bad
+
+
+def test_long_field_names_and_overlong_records_are_untrusted():
+    key = "k" * 2000 + "\U0001f600"  # a name of 4-byte characters would be kept for the whole grading
+    assert "field name" in _parse(_records(dict(END, data={key: 1}))).protocol_error
+    long = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": {"a": "' + b"x" * (9 << 20) + b'"}}\n'
+    assert "too long" in _parse(long).protocol_error
