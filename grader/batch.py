@@ -410,7 +410,7 @@ class Outputs:
             lines = (self.folder / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise ResultsFolderError(f"{self.folder} holds no earlier results to add to") from None
-        by_id = {json.loads(line)["id"]: line for line in lines if line.strip()}
+        by_id = {_text(json.loads(line)["id"]): line for line in lines if line.strip()}  # as the CSV has it
         return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
     def write(self, result: Result, gradescope_file: bool = True) -> None:

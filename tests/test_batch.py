@@ -145,6 +145,26 @@ def test_odd_file_names_get_one_row_each_and_never_stop_the_batch(tmp_path):
         assert (out / "gradescope" / row["id"] / "results.json").is_file()
 
 
+def test_students_whose_folder_names_are_odd_keep_one_row_and_one_verdict_each(tmp_path):
+    course = tmp_path / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text("c = get_config()\n", encoding="utf-8")
+    names = [os.fsdecode(b"bad\xff"), "new\nline", "ok"]
+    for name in names:
+        folder = course / "submitted" / name / "exercise3"
+        folder.mkdir(parents=True)
+        (folder / "exercise3.py").write_text(STUB, encoding="utf-8")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(course), "--exercise", "exercise3",
+                             "--out", str(out)], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120"))
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8", newline="")))
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(v["student"] for v in lines) == sorted(names)
+    assert len(rows) == 3 and sorted(r["id"] for r in rows) == sorted(["bad\\xff", "new\nline", "ok"])
+
+
 def test_links_and_special_files_are_never_read(tmp_path):
     from grader import exercises
     from grader.batch import refused_result, survey
