@@ -50,7 +50,7 @@ def header(explanation: Explanation) -> RenderableType:
     grid.add_column(overflow="fold")
     title = explanation.context.get("title")
     grid.add_row("Exercise", f"{explanation.exercise} — {title}" if title else explanation.exercise)
-    grid.add_row("Submission", explanation.submission)
+    grid.add_row("Submission", Text(printable(explanation.submission)))
     who = "your encoder" if explanation.subject == "student" else "the reference encoder"
     grid.add_row("Subject", Text(who, style="bold"))
     grid.add_row("", Text(explanation.subject_reason, style="dim"))
@@ -66,9 +66,9 @@ def header(explanation: Explanation) -> RenderableType:
     versions = ", ".join(f"{name} {ctx[key]}" for name, key in
                          (("Python", "python"), ("TensorFlow", "tensorflow"), ("Keras", "keras")) if ctx.get(key))
     if versions:
-        grid.add_row("Versions", versions)
+        grid.add_row("Versions", Text(printable(versions)))
     if ctx.get("sandbox"):
-        grid.add_row("Sandbox", ctx["sandbox"])
+        grid.add_row("Sandbox", Text(printable(ctx["sandbox"])))
     if ctx.get("seconds") is not None:
         grid.add_row("Time", f"{ctx['seconds']:.0f} s (grading {ctx.get('grading_seconds', 0):.0f} s, "
                              f"experiments {ctx.get('experiment_seconds', 0):.0f} s)")

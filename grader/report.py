@@ -97,8 +97,8 @@ def header(verdict: Verdict) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("Exercise", f"{verdict.exercise} — {ctx.get('title', '')}".rstrip(" —"))
-    grid.add_row("Submission", verdict.submission)
+    grid.add_row("Exercise", Text(f"{verdict.exercise} — {ctx.get('title', '')}".rstrip(" —")))
+    grid.add_row("Submission", Text(verdict.submission))
     settings = f"seed {ctx.get('seed')}, time limit {ctx.get('timeout'):g} s, memory limit {ctx.get('memory_mb')} MiB"
     grid.add_row("Settings", settings)
     versions = ", ".join(
@@ -106,9 +106,9 @@ def header(verdict: Verdict) -> RenderableType:
         if ctx.get(key)
     )
     if versions:
-        grid.add_row("Versions", versions)
+        grid.add_row("Versions", Text(versions))
     if ctx.get("sandbox"):
-        grid.add_row("Sandbox", ctx["sandbox"])
+        grid.add_row("Sandbox", Text(ctx["sandbox"]))
     return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
 
 

@@ -194,3 +194,15 @@ def test_what_a_submission_printed_or_raised_cannot_drive_the_terminal():
     out = console.file.getvalue()
     assert "\x1b" not in out and "[bold]x[/bold]" in out  # and Rich markup in it is text
     assert broken.error.startswith("Importing") and "\x1b" in broken.error  # the verdict keeps what was said
+
+
+def test_markup_in_a_file_name_or_a_version_is_shown_as_text():
+    name = "/work/[link=https://example.com]ex[/link][8]hidden.py"
+    verdict = summarise("exercise3", name, [check("api.constructor", "passed")],
+                        dict(CONTEXT, tensorflow="[blink]2.21[/blink]", sandbox="[red]none[/red]"))
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
+    console.print(render(verdict))
+    out = console.file.getvalue()
+    assert "\x1b]8" not in out and "\x1b[8m" not in out and "\x1b[5m" not in out  # no link, no concealed text
+    plain = text(verdict, width=200)
+    assert "[link=https://example.com]ex[/link][8]hidden.py" in plain and "[blink]2.21[/blink]" in plain
