@@ -231,6 +231,8 @@ def package_files() -> dict[str, bytes]:
         files[f"grader/_exercises/{exercise.id}.md"] = exercise.instructions.read_bytes()
         files[f"grader/_exercises/hints/{exercise.id}.md"] = exercise.hints.read_bytes()
         files[f"grader/_solutions/{exercise.id}.py"] = exercise.solution.read_bytes()
+    for written in sorted(exercises.SOLUTIONS_DIR.glob("*.md")):  # model answers of the written questions
+        files[f"grader/_solutions/{written.name}"] = written.read_bytes()
     return files
 
 

@@ -157,7 +157,13 @@ class WrittenAnswer:
     grade_id: str
     points: float
     question: str
-    model_answer: str
+    model_answer_file: str  # in the solutions folder, which no grading can read
+
+    @property
+    def model_answer(self) -> str:
+        from .exercises import SOLUTIONS_DIR
+
+        return (SOLUTIONS_DIR / self.model_answer_file).read_text(encoding="utf-8")
 
 
 WRITTEN_ANSWERS = {
@@ -175,20 +181,7 @@ exercise3.ipynb` backs an answer with measurements: it trains a small classifier
 your encoder with two norms and with one shared norm, and reports for each claim whether
 the numbers support it.
 """,
-        model_answer="""\
-### BEGIN SOLUTION
-**Model answer.** Each `LayerNormalization` has its own learned scale (gamma) and shift
-(beta). The two norms see differently distributed inputs — the attention residual and the
-feed-forward residual — so each needs parameters fitted to its own input. The original
-Transformer gives every residual sub-block its own norm. One shared norm would force shared
-gamma and beta and couple the gradient updates of both positions.
-
-**Mark scheme (2 points).** 1 point: the norms have learned parameters (gamma, beta) that a
-shared layer would share. 1 point: the two positions see different distributions, or the
-original design gives each sub-block its own norm, or sharing couples the updates of both
-positions. 0 points for "they are the same, it does not matter".
-### END SOLUTION
-""",
+        model_answer_file="exercise3_written.md",
     ),
 }
 
