@@ -22,6 +22,7 @@ it claims, on inputs and weights chosen after the submission loaded.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ LEAF_KINDS = ("attention", "dense", "einsum_dense", "norm", "embedding", "identi
 OTHER_KINDS = ("container", "opaque")
 MAX_EVENTS = 5000
 MAX_EPSILON = 0.1
+MATCH_OVERHEAD = 5_000  # what trying one candidate costs in Python, in element operations, at the least
 
 
 ReplayFailed = budget.ReplayFailed  # the traced call cannot be rebuilt from steps the grader can run
@@ -350,9 +352,10 @@ def _match(target: np.ndarray, terms: dict, masks: dict, names: dict, what: str)
                         for name, mask in masks.items()}
 
     def candidates():  # (combination, relu, mask name, value): simplest first, made one at a time
-        combinations = [(k,) for k in keys] + [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
-        for combination in combinations:
-            budget.charge(target.size * (2 + len(masks)) * 2, target.size)
+        singles = ((k,) for k in keys)
+        pairs = ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:])
+        for combination in itertools.chain(singles, pairs):
+            budget.charge(max(target.size, MATCH_OVERHEAD) * (2 + len(masks)) * 2, target.size)
             parts = [_fits(terms[k], shape) for k in combination]
             if any(p is None for p in parts):
                 continue
