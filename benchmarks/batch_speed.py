@@ -2,7 +2,7 @@
 
 Makes 20 exercise3 submissions (correct ones and common mistakes), then times,
 in one run on this machine:
-  A. grade batch over the 20 files (--jobs = cores available);
+  A. grade batch over the 20 files (its default --jobs: twice the cores available);
   B. grade --submission on each file, one after the other;
   C. nbgrader autograde of the same 20 answers as notebooks of the course;
 and prints B/A and C/A (targets: at least 5), plus the per-submission cost of A
@@ -78,7 +78,9 @@ def main() -> int:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     grade = [sys.executable, "-m", "grader"]
-    jobs = len(os.sched_getaffinity(0))
+    from grader.batch import default_jobs
+
+    jobs = default_jobs()  # what grade batch uses when --jobs is not given
     work = Path(tempfile.mkdtemp(prefix="batch-bench-"))
     try:
         files = work / "files"
@@ -120,7 +122,7 @@ def main() -> int:
         if autograde is not None:
             print(f"speed-up over nbgrader autograde: {autograde / batch:.1f}x (target at least {TARGET:g}x) — "
                   f"{'met' if autograde / batch >= TARGET else 'NOT met'}")
-        per_submission = batch * jobs / args.count
+        per_submission = batch * len(os.sched_getaffinity(0)) / args.count
         print(f"per-submission cost in batch: {per_submission:.2f} core-seconds; floor (the checks' own phases "
               f"in one child): {floor:.2f} s; overhead {per_submission - floor:.2f} s")
         if args.memory_count:

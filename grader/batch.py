@@ -471,7 +471,7 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
     whatever fails in the grader for it (reading, checking, writing), becomes an error verdict for
     it alone. Children and scratch folders are gone when this returns, or raises."""
     exercises.get(exercise_id)
-    jobs = max(1, jobs or len(os.sched_getaffinity(0)))
+    jobs = max(1, jobs or default_jobs())
     # no grading may read the class's own folders, wherever they lie
     settings = replace(settings, private=tuple(dict.fromkeys([*settings.private, *private_folders(submissions)])))
     outputs = Outputs(out)
@@ -504,6 +504,12 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
             workers.close()
         outputs.close()
     return results
+
+
+def default_jobs() -> int:
+    """Twice the cores available: a grading spends part of its time starting its processes and
+    waiting for the parent (its secrets, its checks), so more gradings than cores keep them busy."""
+    return 2 * len(os.sched_getaffinity(0))
 
 
 def private_folders(submissions) -> list[str]:

@@ -540,7 +540,7 @@ def batch_command(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace the results of an earlier run in --out (other files there are kept)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="submissions graded at once (default: the cores available)")
+                        help="submissions graded at once (default: twice the cores available)")
     parser.add_argument("--gradebook", type=Path, metavar="COURSE",
                         help="then autograde, in nbgrader's sense, the notebooks of COURSE/submitted/ from these "
                              "verdicts without executing them again: scores in COURSE/gradebook.db, notebooks in "
