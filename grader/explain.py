@@ -247,7 +247,7 @@ def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, pla
 
 def _run_error(run: ChildRun, subject: str) -> str | None:
     """Why the experiment child produced nothing usable, or None."""
-    from .checks.evidence import describe_death
+    from .checks.evidence import describe_end
 
     if run.protocol_error:
         return f"the experiment process sent malformed evidence: {run.protocol_error}"
@@ -255,7 +255,7 @@ def _run_error(run: ChildRun, subject: str) -> str | None:
     if runtime is None:
         if run.timed_out:
             return "the experiment process ran out of time while importing TensorFlow; try a longer --timeout"
-        return f"the experiment process could not start: {describe_death(run)}"
+        return f"the experiment process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
         return f"TensorFlow could not be imported: {_describe(runtime.get('error'))}"
     load = run.phases.get("load")

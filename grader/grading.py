@@ -259,7 +259,7 @@ def _name_cells(run: ChildRun, source: Source) -> None:
 
 def _ungradable(run: ChildRun, exercise) -> str | None:
     """Why the submission could not be graded at all, or None."""
-    from .checks.evidence import format_student_error
+    from .checks.evidence import describe_end, format_student_error
 
     if run.protocol_error:
         return f"The submission could not be graded: {run.protocol_error}."
@@ -325,35 +325,6 @@ def _ungradable(run: ChildRun, exercise) -> str | None:
             "Keep the signature from the exercise file."
         )
     return None
-
-
-# what the signals a grading process may end by mean, in a report
-SIGNAL_MEANINGS = {
-    "SIGKILL": "killed", "SIGTERM": "asked to stop", "SIGSEGV": "a crash: segmentation fault",
-    "SIGBUS": "a crash: bus error", "SIGFPE": "a crash: arithmetic fault", "SIGILL": "a crash: illegal instruction",
-    "SIGABRT": "aborted", "SIGXFSZ": "a file grew past the size limit", "SIGXCPU": "the CPU time limit",
-    "SIGSYS": "a forbidden system call", "SIGPIPE": "a write to a closed pipe",
-}
-
-
-def describe_end(run: ChildRun) -> str:
-    """How the grading process ended, in words: whatever its status, real-time signals included."""
-    from .checks.evidence import describe_running
-
-    where = describe_running(run)
-    if run.protocol_error:
-        return f"the grading process could not be trusted: {run.protocol_error}."
-    if run.memory_exceeded:
-        return f"your code ran out of memory {where} (the memory limit was reached)."
-    if run.timed_out:
-        return f"the time limit ran out {where}."
-    if run.signal_name:
-        name = run.signal_name
-        meaning = SIGNAL_MEANINGS.get(name) or ("a real-time signal" if name.startswith("SIGRT") else "a signal")
-        return f"the grading process was ended by {name} ({meaning}) {where}."
-    if run.returncode is None:
-        return f"the grading process ended without a status {where}."
-    return f"the grading process stopped unexpectedly (exit code {run.returncode}) {where}."
 
 
 def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> str:

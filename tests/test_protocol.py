@@ -128,7 +128,7 @@ def test_records_the_parent_reads_itself_must_have_their_form():
 def test_a_wait_status_becomes_a_returncode_and_a_name():
     import signal
 
-    from grader.grading import describe_end
+    from grader.checks.evidence import describe_end
     from grader.sandbox import end_run, status_returncode
 
     assert status_returncode(3 << 8) == 3

@@ -151,7 +151,7 @@ class Evidence:
                 f"Not checked: the grading time limit ran out {describe_running(self.run)}. "
                 "Look for an endless loop or a very slow computation in your layer.",
             )
-        raise Unavailable("error", f"Not checked: {describe_death(self.run)}")
+        raise Unavailable("error", f"Not checked: {describe_end(self.run)}")
 
     def _blocked_by(self, name: str):
         seen = set()
@@ -264,11 +264,28 @@ def describe_running(run: ChildRun) -> str:
     return PHASE_WORDS.get(phase, f"in phase {phase}")
 
 
-def describe_death(run: ChildRun) -> str:
+# what the signals a grading process may end by mean, in a report
+SIGNAL_MEANINGS = {
+    "SIGKILL": "killed", "SIGTERM": "asked to stop", "SIGSEGV": "a crash: segmentation fault",
+    "SIGBUS": "a crash: bus error", "SIGFPE": "a crash: arithmetic fault", "SIGILL": "a crash: illegal instruction",
+    "SIGABRT": "aborted", "SIGXFSZ": "a file grew past the size limit", "SIGXCPU": "the CPU time limit",
+    "SIGSYS": "a forbidden system call", "SIGPIPE": "a write to a closed pipe",
+}
+
+
+def describe_end(run: ChildRun) -> str:
+    """How the grading process ended, in words: whatever its status, real-time signals included."""
+    where = describe_running(run)
     if run.protocol_error:
         return f"the grading process could not be trusted: {run.protocol_error}."
     if run.memory_exceeded:
-        return f"your code ran out of memory {describe_running(run)} (the memory limit was reached)."
+        return f"your code ran out of memory {where} (the memory limit was reached)."
+    if run.timed_out:
+        return f"the time limit ran out {where}."
     if run.signal_name:
-        return f"the grading process was killed by {run.signal_name} {describe_running(run)}."
-    return f"the grading process stopped unexpectedly (exit code {run.returncode}) {describe_running(run)}."
+        name = run.signal_name
+        meaning = SIGNAL_MEANINGS.get(name) or ("a real-time signal" if name.startswith("SIGRT") else "a signal")
+        return f"the grading process was ended by {name} ({meaning}) {where}."
+    if run.returncode is None:
+        return f"the grading process ended without a status {where}."
+    return f"the grading process stopped unexpectedly (exit code {run.returncode}) {where}."
