@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import records
 from . import budget, ops
 
 # kinds the child reports (grader/child/tracing.py), and what the replay does with them
@@ -208,13 +209,10 @@ def validate_trace(trace) -> list[dict]:
     earlier events (so the call tree has no cycle)."""
     if not isinstance(trace, list) or len(trace) > MAX_EVENTS:
         raise ReplayFailed("the call's trace is missing or too long")
-    for position, event in enumerate(trace):
-        if not isinstance(event, dict) or event.get("index") != position:
-            raise ReplayFailed("the call's trace is malformed")
-        parent = event.get("parent")
-        if parent is not None and not (isinstance(parent, int) and not isinstance(parent, bool)
-                                       and 0 <= parent < position):
-            raise ReplayFailed("the call's trace has a broken parent link")
+    problem = records.trace_problem({"trace": trace})  # numbered in order, each linked to an earlier call
+    if problem:
+        raise ReplayFailed(f"the call's trace is malformed ({problem})")
+    for event in trace:
         if event.get("kind") not in LEAF_KINDS + OTHER_KINDS or not isinstance(event.get("class"), str):
             raise ReplayFailed("the call's trace names an unknown kind of layer")
         if not isinstance(event.get("layer"), int):
