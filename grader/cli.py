@@ -220,7 +220,7 @@ def grade_command(argv: list[str]) -> int:
 
     console = Console()
     if note:
-        console.print(f"[yellow]{note}[/yellow]", highlight=False)
+        say(console, note, "yellow")
     if submission.is_dir():
         submission = _submission_in(exercise, submission, parser)
     if args.watch:
@@ -292,7 +292,7 @@ def watch(exercise, submission: Path, settings, console) -> int:
     from watchfiles import watch as watch_files
 
     if not submission.parent.is_dir():
-        console.print(f"[red]Cannot watch {submission}: its folder does not exist.[/red]")
+        say(console, f"Cannot watch {submission}: its folder does not exist.", "red")
         return EXIT_ERROR
     wakeups = watch_files(
         submission.parent,
@@ -340,7 +340,7 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
 
 
 def _waiting(console, submission: Path) -> None:
-    console.print(f"[dim]Watching {submission} — save it to grade again, Ctrl-C to stop.[/dim]")
+    say(console, f"Watching {submission} — save it to grade again, Ctrl-C to stop.", "dim")
     console.file.flush()
 
 
@@ -431,8 +431,8 @@ def list_command(argv: list[str]) -> int:
     states = exercise_states(console)
     console.print(progress_table(states))
     if any(row["state"] == "no workspace" for row in states):
-        console.print(f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
-                      "with every exercise; run grade inside it.")
+        say(console, f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
+                     "with every exercise; run grade inside it.")
     return 0
 
 
@@ -574,19 +574,15 @@ def batch_command(argv: list[str]) -> int:
 
     from rich.console import Console
 
-    from . import report
-
     console = Console()
     for course, submitted in found.searched:
-        console.print(f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.",
-                      highlight=False, soft_wrap=True)
+        say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
     if found.skipped:
         console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
         for skipped in found.skipped:
-            console.print(report.printable(f"  {skipped.path}: {skipped.why}"), highlight=False, markup=False,
-                          soft_wrap=True)
+            say(console, f"  {skipped.path}: {skipped.why}")
     if not found.submissions and not found.refused:
-        console.print(f"[red]No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.[/red]")
+        say(console, f"No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.", "red")
         return EXIT_ERROR
     from .platforms import gradescope_visibility
 
@@ -647,6 +643,17 @@ def shown(text) -> str:
     return escape(printable(str(text)))
 
 
+def say(console, text: str, style: str | None = None) -> None:
+    """Print a message that carries paths, ids or names: its values are text (never Rich markup),
+    control characters are escaped, and it is not wrapped by Rich, so a path in it stays whole for
+    copying (the terminal folds a long line)."""
+    from rich.text import Text
+
+    from .report import printable
+
+    console.print(Text(printable(str(text)), style=style or ""), soft_wrap=True, highlight=False)
+
+
 def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -659,7 +666,7 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
         try:
             stored = store(course, exercise_id, results, on_student=lambda _: progress.advance(task))
         except (FileNotFoundError, LookupError) as exc:
-            console.print(f"[red]Scores not stored in the gradebook: {exc}[/red]")
+            say(console, f"Scores not stored in the gradebook: {exc}", "red")
             return EXIT_ERROR
     for student, why in stored.skipped:
         console.print(f"[yellow]Not stored for {shown(student)}:[/yellow] {shown(why)}", highlight=False,
@@ -668,9 +675,9 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
         console.print(f"[red]nbgrader could not autograde {shown(student)}:[/red] {shown(why)}", highlight=False,
                       soft_wrap=True)
     course = course.resolve()
-    console.print(f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
-                  f"in autograded/. There, `nbgrader export` writes grades.csv and "
-                  f"`nbgrader generate_feedback {exercise_id}` the feedback.", highlight=False)
+    say(console, f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
+                 f"in autograded/. There, `nbgrader export` writes grades.csv and "
+                 f"`nbgrader generate_feedback {exercise_id}` the feedback.")
     manual = manual_points(exercise_id)
     if manual and stored.students:
         console.print(f"Each of them also has {manual:g} points of written answer to grade by hand in formgrader: "

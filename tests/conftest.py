@@ -10,6 +10,11 @@ import pytest
 from grader.grading import Settings, grade_many
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
+# report a test reads is rendered at this width, whatever the terminal running the suite. Tests
+# of narrower or wider renderings give their Console a width of its own.
+os.environ["COLUMNS"] = "100"
+os.environ.pop("LINES", None)
 
 JOBS = max(1, min(3, os.cpu_count() or 1))
 

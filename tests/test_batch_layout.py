@@ -18,6 +18,8 @@ from grader.batch import (
 )
 from grader.verdict import CheckResult, Verdict
 
+from .text import says
+
 
 def put(path: Path, text: str = "{}") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,4 +274,4 @@ def test_only_refused_rows_are_written_without_starting_a_worker(course, tmp_pat
     assert code == 0
     summary = list(csv.DictReader((tmp_path / "out" / "summary.csv").open(encoding="utf-8")))
     assert [(r["id"], r["status"], r["score"]) for r in summary] == [("mallory", "error", "0.0")]
-    assert "symbolic link" in capsys.readouterr().out
+    assert says(capsys.readouterr().out, "is a symbolic link")  # the reason, in a cell a long path wraps
