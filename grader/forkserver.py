@@ -1,14 +1,17 @@
-"""The grader's side of the batch worker (``grader.child.worker``): start it, fork through it, replace it.
+"""The grader's side of its fork servers: start one, fork through it, replace it.
 
-The worker is started with one end of an anonymous socketpair and nothing
-else of the grader's: a minimal environment, stdio on /dev/null, its own
-session. Each fork is a request with the grading's six descriptors and a reply
-with a pidfd of the forked keeper, each within a time limit: a worker that
-does not become ready, does not answer, answers nonsense or dies is killed and
-replaced (``ForkServer``), and the grading starts again, with new pipes, on the
-new one. Gradings already
-running do not depend on the worker: their pipes lead to the grader, and
-their pidfds stay valid whatever happens to it.
+Two servers share this: the batch worker (``grader.child.worker``), which has
+TensorFlow imported and forks one grading process per submission, and the
+judge server (``grader.judge.server``), which has NumPy, autograd, pytest and
+the checks imported and forks one judge per submission. A server is started
+with one end of an anonymous socketpair and nothing else of the grader's: a
+minimal environment, stdio on /dev/null, its own session. Each fork is a
+request with the fork's descriptors and a reply with a pidfd of the fork, each
+within a time limit: a server that does not become ready, does not answer,
+answers nonsense or dies is killed and replaced (``ForkServer``), and the
+request is made again, with new pipes, on the new one. Forks already running
+do not depend on the server: their pipes lead to the grader, and their pidfds
+stay valid whatever happens to it.
 """
 
 from __future__ import annotations
@@ -32,15 +35,21 @@ class WorkerFailed(LaunchFailed):
     """The worker did not start a grading: it is dead, stalled or answered nonsense."""
 
 
-class Worker:
-    """One worker process and the grader's end of its channel."""
+GRADING_WORKER = "grader.child.worker"
 
-    def __init__(self):
+
+class Worker:
+    """One server process (``module``, run as ``python -I -m module SOCKET_FD GRADER_PID``) and the
+    grader's end of its channel."""
+
+    def __init__(self, module: str = GRADING_WORKER, environment: dict | None = None):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if environment is None:
+            environment = dict(fresh_environment(), **child_environment())
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.child.worker", str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),), env=dict(fresh_environment(), **child_environment()),
+                [sys.executable, "-I", "-m", module, str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), env=environment,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, cwd="/",
             )
@@ -56,23 +65,23 @@ class Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def fork(self, descriptors: list[int], environment: dict, ready_seconds: float = READY_SECONDS,
+    def fork(self, descriptors: list[int], request: dict, ready_seconds: float = READY_SECONDS,
              fork_seconds: float = FORK_SECONDS) -> tuple[int, int]:
-        """Start one grading's keeper with ``descriptors``; (pid, pidfd). Raises WorkerFailed."""
+        """Fork once, handing the fork ``descriptors`` and ``request``; (pid, pidfd). Raises WorkerFailed."""
         if not self._ready:
             reply, _ = self._receive(ready_seconds, "become ready")
             if reply != {"ready": True}:
                 raise WorkerFailed("the worker did not say it was ready")
             self._ready = True
         try:
-            socket.send_fds(self._channel, [json.dumps({"environment": environment}).encode()], descriptors)
+            socket.send_fds(self._channel, [json.dumps(request).encode()], descriptors)
         except OSError as exc:
             raise WorkerFailed(f"the worker cannot be reached ({exc.strerror or exc})") from None
-        reply, received = self._receive(fork_seconds, "start a grading")
+        reply, received = self._receive(fork_seconds, "fork")
         if not isinstance(reply.get("pid"), int) or len(received) != 1:
             for fd in received:
                 os.close(fd)
-            raise WorkerFailed(f"the worker could not start a grading ({str(reply.get('error', reply))[:200]})")
+            raise WorkerFailed(f"the worker could not fork ({str(reply.get('error', reply))[:200]})")
         return reply["pid"], received[0]
 
     def _receive(self, seconds: float, what: str) -> tuple[dict, list[int]]:
@@ -109,21 +118,25 @@ class Worker:
 
 
 class ForkServer:
-    """The batch's worker, replaced whenever it fails: started at once, TensorFlow imported once per worker."""
+    """A server, replaced whenever it fails: started at once, its imports made once per server. By
+    default the batch's grading worker (TensorFlow imported)."""
 
-    def __init__(self, ready_seconds: float = READY_SECONDS, fork_seconds: float = FORK_SECONDS):
+    def __init__(self, ready_seconds: float = READY_SECONDS, fork_seconds: float = FORK_SECONDS,
+                 module: str = GRADING_WORKER, environment: dict | None = None):
         self.ready_seconds = ready_seconds
         self.fork_seconds = fork_seconds
+        self.module = module
+        self.environment = environment
         self.replaced = 0
-        self.worker: Worker | None = Worker()
+        self.worker: Worker | None = Worker(module, environment)
 
-    def fork(self, descriptors: list[int], environment: dict) -> tuple[int, int]:
-        """Fork one grading: (pid, pidfd). A worker that fails is killed, the error raised, and the
-        next call starts a new one."""
+    def fork(self, descriptors: list[int], request: dict) -> tuple[int, int]:
+        """Fork once: (pid, pidfd). A server that fails is killed, the error raised, and the next
+        call starts a new one."""
         if self.worker is None:
-            self.worker = Worker()
+            self.worker = Worker(self.module, self.environment)
         try:
-            return self.worker.fork(descriptors, environment, self.ready_seconds, self.fork_seconds)
+            return self.worker.fork(descriptors, request, self.ready_seconds, self.fork_seconds)
         except WorkerFailed:
             self.worker.stop()
             self.worker = None

@@ -26,26 +26,42 @@ DESCRIPTORS = 6
 
 
 def main() -> None:
+    channel = start_server()
+    if channel is None:
+        return
+    from . import preload  # noqa: F401
+
+    serve_forever(channel, DESCRIPTORS, _environment_of, _grade)
+
+
+def start_server() -> "socket.socket | None":
+    """The server's channel (``argv[1]``), tied to the grader's life; None if the grader is gone."""
     from . import kernel
 
     channel = socket.socket(fileno=int(sys.argv[1]))
     kernel.prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != int(sys.argv[2]):  # the grader is already gone
-        return
+        return None
     os.chdir("/")
-    from . import preload  # noqa: F401
+    return channel
 
+
+def serve_forever(channel, expected: int, validate, body) -> None:
+    """Say ``ready``, then fork once per request until the grader goes: a request of ``expected``
+    descriptors whose JSON ``validate(request)`` accepts (it returns the fork's argument or raises
+    ValueError) is answered with a pidfd of a fork running ``body(descriptors, argument)``, which
+    never returns; any other with an error. The server keeps none of a fork's descriptors."""
     channel.sendall(b'{"ready": true}')
     while True:
         try:
-            message, descriptors, _, _ = socket.recv_fds(channel, MAX_REQUEST, DESCRIPTORS)
+            message, descriptors, _, _ = socket.recv_fds(channel, MAX_REQUEST, expected)
         except OSError:
             return
         if not message:
             return  # the grader is gone
         _reap_ended()
         try:
-            answer, pidfd = serve(channel, message, descriptors)
+            answer, pidfd = _serve(channel, message, descriptors, expected, validate, body)
         finally:
             for fd in descriptors:
                 os.close(fd)
@@ -56,25 +72,35 @@ def main() -> None:
                 os.close(pidfd)
 
 
-def serve(channel, message: bytes, descriptors: list[int]):
-    """Fork one grading; ({"pid": ...}, pidfd) or ({"error": ...}, None)."""
+def _serve(channel, message: bytes, descriptors: list[int], expected: int, validate, body):
+    """Fork once; ({"pid": ...}, pidfd) or ({"error": ...}, None)."""
     try:
-        request = json.loads(message)
-        environment = request["environment"]
-        if len(descriptors) != DESCRIPTORS or not isinstance(environment, dict):
-            raise ValueError("a request needs six descriptors and an environment")
+        if len(descriptors) != expected:
+            raise ValueError(f"a request needs {expected} descriptors")
+        argument = validate(json.loads(message))
     except (ValueError, KeyError, TypeError) as exc:
         return {"error": f"malformed request ({exc})"}, None
     pid = os.fork()
     if pid == 0:
         try:
             channel.close()
-            from . import forked
-
-            forked.run(descriptors, environment)
+            body(descriptors, argument)
         finally:
             os._exit(70)
     return {"pid": pid}, os.pidfd_open(pid)
+
+
+def _environment_of(request) -> dict:
+    environment = request["environment"] if isinstance(request, dict) else None
+    if not isinstance(environment, dict):
+        raise ValueError("a request needs an environment")
+    return environment
+
+
+def _grade(descriptors: list[int], environment: dict) -> None:
+    from . import forked
+
+    forked.run(descriptors, environment)
 
 
 def _reap_ended() -> None:
