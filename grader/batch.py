@@ -301,10 +301,12 @@ class Workers:
 
     def __init__(self, ready_seconds: float = forkserver.READY_SECONDS,
                  fork_seconds: float = forkserver.FORK_SECONDS):
-        # Start importing TensorFlow in the worker now, and meanwhile load the parent's own
-        # tools (pytest, the checks), which the first result would otherwise wait for.
+        # Start importing TensorFlow in the worker now, and meanwhile the judge server's own
+        # imports (pytest, the checks), which the first result would otherwise wait for.
         self.server = forkserver.ForkServer(ready_seconds, fork_seconds)
-        from .checks import plugin  # noqa: F401
+        from .judge import shared_judges
+
+        shared_judges()
 
     def __call__(self, job: dict, source: str, timeout: float, memory_mb: int, respond=None) -> "ForkedChild":
         return ForkedChild(self.server, job, source, timeout, memory_mb, respond)
@@ -328,7 +330,7 @@ class ForkedChild(GradingProcess):
         super().__init__(job, source, timeout, memory_mb, respond)
 
     def _launch(self, descriptors: list[int], environment: dict) -> int:
-        self.pid, pidfd = self._server.fork(descriptors, environment)
+        self.pid, pidfd = self._server.fork(descriptors, {"environment": environment})
         return pidfd
 
 
@@ -490,8 +492,12 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
 
         start_more()
         while pending:
-            submission, grading, started = pending.pop(_next_ready(pending))
-            start_more()  # the next child runs while this one's checks do
+            index = _next_ready(pending)
+            submission, grading, started = pending[index]
+            if not grading.advance():
+                continue  # its child has ended and its judge started: the judge is waited for like a child
+            pending.pop(index)
+            start_more()
             result = Result(submission, grading.finish(), time.perf_counter() - started)
             result = write_result(outputs, result)
             results.append(result)
@@ -558,14 +564,15 @@ def write_result(outputs: "Outputs", result: Result) -> Result:
 
 
 def _next_ready(pending) -> int:
-    """The first pending grading whose child has finished (or run out of time), waiting for one."""
+    """The first pending grading whose current stage (its child, or its judge) has ended or run
+    out of time, waiting for one."""
     while True:
-        children = []
+        waiting = []
         for index, (_, grading, _) in enumerate(pending):
-            if grading.child is None or grading.child.ready():
+            if grading.ready() or grading.sentinel is None:
                 return index
-            children.append(grading.child)
+            waiting.append(grading)
         poller = select.poll()
-        for child in children:
-            poller.register(child.sentinel, select.POLLIN)
-        poller.poll(int(min(c.seconds_left() for c in children) * 1000) + 10)
+        for grading in waiting:
+            poller.register(grading.sentinel, select.POLLIN)
+        poller.poll(int(min(g.seconds_left() for g in waiting) * 1000) + 10)

@@ -1,8 +1,9 @@
 """The grading API: one submission in, one Verdict out.
 
 The parent never imports TensorFlow nor the student's code. It sends the
-submission to a child process, then runs the exercise's pytest checks over the
-plain data the child returned and computes the verdict.
+submission to a child process, then has a judge process (``grader.judge``) run
+the exercise's pytest checks over the plain data the child returned, and
+computes the verdict from the judge's checked answer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import confinement, exercises
-from .sandbox import STOP_GRACE, Child, ChildRun
+from .sandbox import Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 
@@ -33,16 +34,23 @@ class Settings:
     private: tuple[str, ...] = ()  # folders no grading may read (a class's submissions); the solutions always
 
 
+def _default_judges():
+    from .judge import shared_judges
+
+    return shared_judges()
+
+
 class Grading:
     """One submission being graded: its child starts at construction, the
     verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
     keeps several children running at once."""
 
     def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child,
-                 refusal: str | None = None):
+                 refusal: str | None = None, judges=None):
         """``runner(job, source, timeout, memory_mb, respond=...)`` starts the child and returns
         something whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
-        pre-imported worker in batch mode (``grader.batch``). With ``refusal`` the submission is
+        pre-imported worker in batch mode (``grader.batch``). ``judges()`` gives the ``Judges`` that
+        judge its evidence (this process's own by default). With ``refusal`` the submission is
         not read: its verdict is an error that says why."""
         from . import inputs
 
@@ -65,6 +73,10 @@ class Grading:
             "python": platform.python_version(),
         }
         self.child = None
+        self._judges = judges if judges is not None else _default_judges
+        self._judge = None
+        self._run: ChildRun | None = None
+        self._verdict: Verdict | None = None
         self.early_error: str | None = refusal
         self.source = Source("")
         if refusal is not None:
@@ -88,6 +100,7 @@ class Grading:
                 memory_mb=settings.memory_mb,
                 private=[*settings.private, str(self.path.parent)],
             )
+            self._judges()  # the judge server starts while the child imports TensorFlow
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's
             self.early_error = (f"The submission could not be graded: the grader could not start the grading "
@@ -115,50 +128,93 @@ class Grading:
             self.internal_error = f"the grader failed while choosing the inputs ({type(exc).__name__}: {exc})"
         return None
 
+    # ----------------------------------------------------------------- the two stages
+    # A grading runs its child, then a judge over the child's evidence (``grader.judge``). Each
+    # stage is waited for through a descriptor (``sentinel``), so a scheduler keeps many gradings
+    # going at once: ``ready()`` says the current stage has ended or run out of time, ``advance()``
+    # moves on without blocking for long, and ``finish()`` gives the verdict, waiting if it must.
+
+    @property
+    def sentinel(self) -> int | None:
+        """A descriptor that becomes readable when the current stage ends (None: nothing to wait for)."""
+        if self._verdict is not None:
+            return None
+        if self._judge is not None:
+            return self._judge.sentinel
+        return getattr(self.child, "sentinel", None) if self.child is not None else None
+
+    def seconds_left(self) -> float:
+        if self._judge is not None:
+            return self._judge.seconds_left()
+        return getattr(self.child, "seconds_left", lambda: 0.0)() if self.child is not None else 0.0
+
+    def ready(self) -> bool:
+        """Whether ``advance()`` would not wait: the child or the judge has ended or is out of time."""
+        if self._verdict is not None or self.child is None:
+            return True
+        if self._judge is not None:
+            return self._judge.ready()
+        return self.child.ready()
+
+    def advance(self) -> bool:
+        """Take the next step if the current stage is ready: start the judge once the child has
+        ended, compute the verdict once the judge has. True when the verdict is known."""
+        if self._verdict is not None:
+            return True
+        if not self.ready():
+            return False
+        if self._judge is None:
+            self._guarded(self._start_judging)
+            if self._verdict is None and self._judge is not None and not self._judge.ready():
+                return False
+        if self._verdict is None:
+            self._guarded(self._judged)
+        return True
+
     def finish(self) -> Verdict:
         """The verdict. Whatever the child sent or did, and whatever failed in the grader while
-        reading it, there is exactly one, and the child and its scratch folder are gone after."""
+        judging it, there is exactly one, and the child, the judge and the scratch folder are gone after."""
         try:
-            return self._finish()
-        except Exception as exc:
-            return error_verdict(self.exercise.id, str(self.path),
-                                 f"The submission could not be graded: {MALFORMED} ({type(exc).__name__} in the "
-                                 f"grader: {str(exc)[:300]}).", max_points(self.exercise.id), self.context)
+            if self._verdict is None and self._judge is None:
+                self._guarded(self._start_judging)
+            if self._verdict is None:
+                self._guarded(self._judged)
+            return self._verdict
         finally:
             self.close()
 
-    def close(self) -> None:
-        """End the child, if it still runs, and remove its scratch folder."""
-        if self.child is not None:
-            try:
-                self.child.kill()
-            except Exception:  # noqa: BLE001 - nothing more can be done for a child that cannot be ended
-                pass
-
-    def _finish(self) -> Verdict:
-        exercise, path = self.exercise, str(self.path)
-        max_score = max_points(exercise.id)
-        if self.child is None:
-            return error_verdict(exercise.id, path, self.early_error, max_score, self.context)
-        # pytest starts up and collects the checks while the child imports TensorFlow;
-        # the first check to need evidence waits for the child.
-        from .checks.evidence import Evidence
-        from .checks.plugin import ChecksOverran, Watchdog, run_checks
-
-        watchdog = Watchdog(self.settings.checks_timeout)
-        left = getattr(self.child, "seconds_left", lambda: self.settings.timeout)()
-        # at the latest: the child's time, the stop of a child out of time, then the checks' own time
-        watchdog.deadline_within(left + 3 * STOP_GRACE + self.settings.checks_timeout)
-        evidence = Evidence(_Awaited(self.child, watchdog), exercise.prerequisites, self.job, lambda: self.secrets,
-                            prepare=(lambda run: _name_cells(run, self.source)) if self.source.cells else None)
-        overran = failed = None
+    def _guarded(self, step) -> None:
         try:
-            checks = run_checks(exercise.checks, evidence, watchdog)
-        except ChecksOverran as exc:
-            checks, overran = [], str(exc)
-        except Exception as exc:  # the grader's own failure: never the student's
-            checks, failed = [], f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})"
-        run = evidence.run
+            step()
+        except Exception as exc:  # the grader's own failure: one error verdict, for this submission alone
+            self._verdict = error_verdict(
+                self.exercise.id, str(self.path),
+                f"The submission could not be graded: {MALFORMED} ({type(exc).__name__} in the grader: "
+                f"{str(exc)[:300]}).", max_points(self.exercise.id), self.context)
+        if self._verdict is not None:
+            self.close()
+
+    def close(self) -> None:
+        """End the child and the judge, if they still run, and remove the scratch folder."""
+        for process in (self.child, self._judge):
+            if process is not None:
+                try:
+                    process.kill()
+                except Exception:  # noqa: BLE001 - nothing more can be done for a process that cannot be ended
+                    pass
+
+    def _start_judging(self) -> None:
+        exercise, path = self.exercise, str(self.path)
+        if self.child is None:
+            self._verdict = error_verdict(exercise.id, path, self.early_error, max_points(exercise.id), self.context)
+            return
+        run = self.child.wait()
+        if run.protocol_error:  # an untrusted run shows the checks no evidence at all
+            run = ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
+                           seconds=run.seconds, protocol_error=run.protocol_error)
+        if self.source.cells:
+            _name_cells(run, self.source)
+        self._run = run
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
         if runtime and runtime.get("ok"):
@@ -170,33 +226,46 @@ class Grading:
         self.context["output"] = student_output(run.stdout)
         problem = _ungradable(run, exercise) or (
             f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
-        if problem is None and overran is not None:
-            problem = f"The submission could not be graded: {overran}; {MALFORMED}, or the grader has a fault."
-        if problem is None and failed is not None:
-            problem = f"The submission could not be graded: {failed}."
-        if problem:
-            return error_verdict(exercise.id, path, problem, max_score, self.context)
-        return summarise(exercise.id, path, checks, self.context)
+        if problem:  # nothing to judge
+            self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
+            return
+        from .judge import JudgeFailed, protocol
+
+        request = protocol.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
+        try:
+            self._judge = self._judges().start(request, self.settings.checks_timeout)
+        except JudgeFailed as exc:
+            self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {exc}.",
+                                          max_points(exercise.id), self.context)
+
+    def _judged(self) -> None:
+        from .judge import protocol
+
+        exercise, path = self.exercise, str(self.path)
+        data, problem = self._judge.wait()
+        answer = None
+        if data is not None:
+            try:
+                answer = protocol.read_answer(data, exercise.declared_checks())
+            except protocol.BadAnswer as exc:
+                problem = f"the grader's judge of this submission's evidence answered nonsense ({exc})"
+        if answer is not None:
+            if answer["usage"] is not None:
+                self.context["judge"] = answer["usage"]
+            if answer["out_of_memory"]:
+                problem = "the grader could not judge this submission's evidence within its memory limit"
+            elif answer["overran"]:
+                problem = f"{answer['overran']}; {MALFORMED}, or the grader has a fault"
+            elif answer["failed"]:
+                problem = answer["failed"]
+        if problem is not None:
+            self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {problem}.",
+                                          max_points(exercise.id), self.context)
+            return
+        self._verdict = summarise(exercise.id, path, answer["checks"], self.context)
 
 
 MALFORMED = "the grading process sent malformed evidence"
-
-
-class _Awaited:
-    """The child as the checks see it: waiting for it starts the checks' clock, and an untrusted
-    run shows them no evidence at all."""
-
-    def __init__(self, child, watchdog):
-        self._child = child
-        self._watchdog = watchdog
-
-    def wait(self) -> ChildRun:
-        run = self._child.wait()
-        self._watchdog.start()
-        if run.protocol_error:
-            return ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
-                            seconds=run.seconds, protocol_error=run.protocol_error)
-        return run
 
 
 def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:

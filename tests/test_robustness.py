@@ -85,6 +85,39 @@ def test_evidence_the_parent_cannot_read_gives_an_error_verdict_not_a_traceback(
     assert child[0].killed  # and the child was ended all the same
 
 
+class InlineJudges:
+    """Judges that judge in the test's own process, so what a test patched applies to the checks."""
+
+    def __call__(self):
+        return self
+
+    def start(self, request: bytes, checks_timeout: float):
+        from grader.judge.judging import judge_request
+
+        from grader.judge.protocol import encode
+
+        return InlineJudge(encode(judge_request(request)))
+
+
+class InlineJudge:
+    sentinel = None
+
+    def __init__(self, answer: bytes):
+        self.answer = answer
+
+    def ready(self) -> bool:
+        return True
+
+    def seconds_left(self) -> float:
+        return 0.0
+
+    def wait(self):
+        return self.answer, None
+
+    def kill(self) -> None:
+        pass
+
+
 def test_checks_that_hang_are_stopped_by_their_time_limit(tmp_path, monkeypatch):
     # whatever makes a check loop (evidence no validation foresaw, a fault of the grader), the
     # watchdog ends the checks and the submission gets an error verdict, never a stalled run
@@ -99,9 +132,56 @@ def test_checks_that_hang_are_stopped_by_their_time_limit(tmp_path, monkeypatch)
                    finished=True, returncode=0)
     before = {t.name for t in threading.enumerate()}
     verdict = Grading("exercise3", _submission(tmp_path), Settings(checks_timeout=1),
-                      runner=fake_runner(run)).finish()
+                      runner=fake_runner(run), judges=InlineJudges()).finish()
     assert verdict.status == "error" and "did not finish within 1 s" in verdict.error
     assert {t.name for t in threading.enumerate()} - before == set()  # no watchdog or check thread left
+
+
+GOOD_RUN = ChildRun(phases={"runtime": RUNTIME, "load": LOAD}, started=["runtime", "load"], finished=True,
+                    returncode=0)
+
+
+def test_a_judge_past_its_time_is_killed_and_its_submission_alone_is_an_error(tmp_path):
+    from grader.judge import Judges
+
+    judges = Judges(grace=0.0)
+    try:
+        late = Grading("exercise3", _submission(tmp_path), Settings(checks_timeout=0.001), runner=fake_runner(GOOD_RUN),
+                       judges=lambda: judges).finish()
+    finally:
+        judges.close()
+    assert late.status == "error" and "could not judge this submission's evidence within its time limit" in late.error
+    on_time = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN)).finish()
+    assert on_time.status != "error" and on_time.checks  # the shared judges were not disturbed
+
+
+def test_a_judge_out_of_memory_gives_an_error_verdict_not_a_score(tmp_path):
+    from grader.judge import Judges
+
+    judges = Judges(memory_mb=64)  # less than the judge server itself has mapped: every allocation fails
+    try:
+        verdict = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN),
+                          judges=lambda: judges).finish()
+    finally:
+        judges.close()
+    assert verdict.status == "error" and verdict.score == 0
+    assert "could not judge this submission's evidence within its" in verdict.error
+
+
+@pytest.mark.parametrize("answer, why", [
+    (b"not json", "not JSON"),
+    (b'{"checks": [{"id": "weights.two_norms", "topic": "weights", "status": "passed", "points": 99, '
+     b'"message": ""}], "overran": null, "failed": null}', "points it cannot have"),
+    (b'{"checks": [{"id": "made.up", "topic": "api", "status": "passed", "points": 1, "message": ""}]}',
+     "not one of the exercise's"),
+])
+def test_an_answer_of_the_wrong_form_is_an_error_verdict(tmp_path, answer, why):
+    class Answering(InlineJudges):
+        def start(self, request, checks_timeout):
+            return InlineJudge(answer)
+
+    verdict = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN), judges=Answering()).finish()
+    assert verdict.status == "error" and "answered nonsense" in verdict.error and why in verdict.error
 
 
 CHECKS = '''

@@ -106,6 +106,9 @@ def cause_of(status: str, message: str, check_id: str) -> str | None:
     return found.group(1) if found and found.group(1) != check_id else None
 
 
+OUT_OF_MEMORY = "The grader could not judge this check's evidence within its memory limit."
+
+
 def classify(excinfo) -> tuple[str, str]:
     if excinfo is None:
         return "passed", ""
@@ -121,6 +124,8 @@ def classify(excinfo) -> tuple[str, str]:
                           "the computation your grading process reported is not the exercise's.")
     if isinstance(error, AssertionError):
         return "failed", str(error).split("\nassert ")[0]
+    if isinstance(error, MemoryError):
+        return "error", OUT_OF_MEMORY
     return "error", f"The grader could not finish this check ({type(error).__name__}: {error})."
 
 

@@ -1,0 +1,19 @@
+"""Judging one submission's evidence, in a process of its own with hard limits.
+
+The checks and the replay read what a submission's grading process claims, and
+a claim can be sized to exhaust whoever reads it. So the grader never runs a
+check itself: each submission's evidence is judged in a judge process forked
+from the judge server (``server``), which has NumPy, autograd, pytest and the
+checks imported once. A judge has an address-space limit and a CPU-time limit
+of its own, and a wall-clock limit the grader enforces by killing it; what it
+sends back is checked before it is read (``client``). A judge that dies,
+overruns or answers nonsense gives its submission an error verdict and costs
+no other submission anything.
+
+The judge server and its judges run only the grader's code, on data; they are
+hidden from every grading process, as the checks are.
+"""
+
+from .client import JUDGE_MEMORY_MB, JudgeFailed, Judges, JudgeRun, shared_judges
+
+__all__ = ["JUDGE_MEMORY_MB", "JudgeFailed", "JudgeRun", "Judges", "shared_judges"]

@@ -1,0 +1,177 @@
+"""The grader's side of judging: start a judge for one submission, wait for its answer, or end it.
+
+``Judges`` holds the judge server (``grader.forkserver.ForkServer`` running
+``grader.judge.server``), started once per grader process and replaced if it
+fails; ``Judges.start`` forks one judge and hands it its request. A ``JudgeRun``
+is waited for through a pidfd, like a grading process: ``ready()`` without
+blocking, ``wait()`` with the judge's wall-clock limit, after which the judge is
+killed. Its answer is read by a thread with a cap on its size, and its request
+written by another, so neither a judge that does not read nor one that writes
+without end can stall the grader.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import signal
+import threading
+import time
+
+from .. import forkserver
+from . import protocol
+
+JUDGE_MEMORY_MB = 2048  # address space of one judge; judging a correct submission needs a fraction
+JUDGE_GRACE = 15.0  # seconds a judge gets beyond its checks' own time limit before it is killed
+SERVER_MODULE = "grader.judge.server"
+# One thread for NumPy's BLAS: a judge computes on small arrays, and forks of a server whose BLAS
+# started a pool of threads would each inherit a pool that is not there.
+JUDGE_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+             "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+class JudgeFailed(Exception):
+    """No answer from a judge: the message says why, in words for a report."""
+
+
+class Judges:
+    """The judge server of this grader process, and the judges forked from it."""
+
+    def __init__(self, memory_mb: int = JUDGE_MEMORY_MB, grace: float = JUDGE_GRACE):
+        from ..sandbox import fresh_environment
+
+        self.memory_mb = memory_mb
+        self.grace = grace
+        self.server = forkserver.ForkServer(module=SERVER_MODULE, environment=dict(fresh_environment(), **JUDGE_ENV))
+        self._lock = threading.Lock()
+
+    def start(self, request: bytes, checks_timeout: float) -> "JudgeRun":
+        """Fork a judge for ``request``; raises JudgeFailed if the server cannot."""
+        limits = {"memory_bytes": int(self.memory_mb) * 1024 * 1024,
+                  "cpu_seconds": max(1, math.ceil(checks_timeout + self.grace))}
+        return JudgeRun(self, request, checks_timeout + self.grace, limits)
+
+    def _fork(self, descriptors: list[int], limits: dict) -> int:
+        with self._lock:
+            for attempt in range(2):  # a server that failed is replaced once
+                try:
+                    return self.server.fork(descriptors, {"limits": limits})[1]
+                except forkserver.WorkerFailed as exc:
+                    if attempt == 1:
+                        raise JudgeFailed(f"the grader could not start a judge ({exc})") from None
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+class JudgeRun:
+    """One judge, started at construction."""
+
+    def __init__(self, judges: Judges, request: bytes, seconds: float, limits: dict):
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        try:
+            self._pidfd = judges._fork([request_read, answer_write], limits)
+        except BaseException:
+            for fd in (request_write, answer_read):
+                os.close(fd)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(answer_write)
+        self._started = time.monotonic()
+        self._seconds = seconds
+        self._answer: list[bytes] = []
+        self._too_long = False
+        self._result: tuple[bytes | None, str | None] | None = None
+        self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(answer_read,), daemon=True)
+        self._writer.start()
+        self._reader.start()
+
+    @property
+    def sentinel(self) -> int:
+        """Readable when the judge has ended."""
+        return self._pidfd
+
+    def seconds_left(self) -> float:
+        return max(0.0, self._seconds - (time.monotonic() - self._started))
+
+    def ready(self) -> bool:
+        return self._result is not None or _readable(self._pidfd, 0) or self.seconds_left() <= 0
+
+    def kill(self) -> None:
+        self._seconds = 0.0
+        self.wait()
+
+    def wait(self) -> tuple[bytes | None, str | None]:
+        """(answer, None), or (None, why there is none); the judge is gone after."""
+        if self._result is not None:
+            return self._result
+        overran = not _readable(self._pidfd, self.seconds_left())
+        if overran:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _readable(self._pidfd, 10.0)
+        self._reader.join(10.0)
+        self._writer.join(10.0)
+        os.close(self._pidfd)
+        data = b"".join(self._answer)
+        if overran:
+            self._result = None, "the grader could not judge this submission's evidence within its time limit"
+        elif self._too_long or self._reader.is_alive():
+            self._result = None, "the grader's judge of this submission's evidence answered more than it may"
+        elif not data:
+            self._result = None, ("the grader could not judge this submission's evidence within its limits (its "
+                                  "judge ended without an answer)")
+        else:
+            self._result = data, None
+        return self._result
+
+    def _read(self, fd: int) -> None:
+        total = 0
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while True:
+                block = pipe.read(1 << 16)
+                if not block:
+                    return
+                total += len(block)
+                if total > protocol.MAX_ANSWER_BYTES:
+                    self._too_long = True
+                    continue  # read on to the end, keeping nothing more
+                self._answer.append(block)
+
+
+def _deliver(fd: int, data: bytes) -> None:
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass  # the judge is gone: its end tells how
+    finally:
+        os.close(fd)
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000 + 0.999))))
+
+
+_shared: Judges | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_judges() -> Judges:
+    """This process's judges, started on first use (the server's imports then overlap the first
+    grading process's)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Judges()
+        return _shared

@@ -1,0 +1,43 @@
+"""What a judge does: the exercise's checks over one submission's evidence, as an answer.
+
+``judge`` is the whole of it, and runs in a judge process (``server``) or, for
+the grader's own tests, wherever it is called. A check that runs out of memory
+makes the whole answer say so: the grader then gives the submission an error
+verdict rather than a score computed from what was left.
+"""
+
+from __future__ import annotations
+
+from .. import exercises
+from ..sandbox import ChildRun
+from . import protocol
+
+
+def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_timeout: float) -> dict:
+    """The answer (``protocol.answer``) for this evidence."""
+    from ..checks.evidence import Evidence
+    from ..checks.plugin import OUT_OF_MEMORY, ChecksOverran, Watchdog, run_checks
+
+    exercise = exercises.get(exercise_id)
+    watchdog = Watchdog(checks_timeout)
+    watchdog.start()
+    evidence = Evidence(run, exercise.prerequisites, job, secrets)
+    try:
+        checks = run_checks(exercise.checks, evidence, watchdog)
+    except ChecksOverran as exc:
+        return protocol.answer(overran=str(exc))
+    except MemoryError:
+        return protocol.answer(out_of_memory=True)
+    except Exception as exc:  # the grader's own failure: never the student's
+        return protocol.answer(failed=f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})")
+    out_of_memory = any(c.status == "error" and c.message == OUT_OF_MEMORY for c in checks)
+    return protocol.answer(checks, out_of_memory=out_of_memory)
+
+
+def judge_request(data: bytes) -> dict:
+    """The answer to a whole request (``protocol.request``)."""
+    try:
+        header, run = protocol.read_request(data)
+    except MemoryError:
+        return protocol.answer(out_of_memory=True)
+    return judge(header["exercise"], header["job"], header["secrets"], run, header["checks_timeout"])

@@ -1,0 +1,114 @@
+"""What the grader sends a judge and what a judge answers.
+
+A request is JSON lines (``grader.wire``): a header with the exercise, the
+public job, the secrets the grader drew, the checks' time limit and how the
+grading process ended, then one line per phase record, each exactly as it
+passed the grader's checks on arrival. An answer is one JSON object: the
+results of the checks, or why there are none. The grader reads an answer only
+after checking its form (``read_answer``): a judge runs the grader's own code,
+but on data a submission chose.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .. import wire
+from ..sandbox import ChildRun
+from ..verdict import CHECK_STATUSES, TOPICS, CheckResult
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # every check's message; a real answer is a few tens of KB
+MAX_MESSAGE = 50_000  # characters of one check's message (a judge cuts a longer one)
+RUN_FIELDS = ("started", "finished", "timed_out", "memory_exceeded", "returncode", "signal_name", "stdout",
+              "stderr", "seconds", "protocol_error")
+
+
+class BadAnswer(ValueError):
+    """A judge's answer that does not have the form the grader expects."""
+
+
+def request(exercise_id: str, job: dict, secrets: dict | None, run: ChildRun, checks_timeout: float) -> bytes:
+    header = {"exercise": exercise_id, "job": job, "secrets": secrets or {}, "checks_timeout": float(checks_timeout),
+              "run": {name: getattr(run, name) for name in RUN_FIELDS}}
+    lines = [wire.dumps(header)]
+    lines += [wire.dumps(record) for record in run.phases.values()]
+    return b"".join(lines)
+
+
+def read_request(data: bytes) -> tuple[dict, ChildRun]:
+    """(header, run) from a request: the judge's side, so the grader's own bounds need no repeating."""
+    first, _, rest = data.partition(b"\n")
+    header = wire.decode(json.loads(first.decode("utf-8")))
+    run = ChildRun(**header.pop("run"))
+    for line in rest.split(b"\n"):
+        if line.strip():
+            record = wire.loads(line)
+            run.phases[record["phase"]] = record
+    return header, run
+
+
+def answer(checks: list[CheckResult] | None = None, overran: str | None = None, failed: str | None = None,
+           out_of_memory: bool = False) -> dict:
+    return {
+        "checks": [dict(c.to_json(), message=_cut(c.message), cause=c.cause) for c in checks or []],
+        "overran": overran, "failed": failed, "out_of_memory": bool(out_of_memory),
+    }
+
+
+def encode(answer: dict, peak_mb: float | None = None, cpu_seconds: float | None = None) -> bytes:
+    """An answer as the judge sends it, with what judging cost it (its peak memory and CPU time)."""
+    usage = {"peak_mb": peak_mb, "cpu_seconds": cpu_seconds} if peak_mb is not None else None
+    return json.dumps(dict(answer, usage=usage)).encode("utf-8")
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 20] + "\n[... message cut ...]"
+
+
+def read_answer(data: bytes, declared: list[dict]) -> dict:
+    """The answer, with its checks as CheckResults, every field checked against the checks the
+    exercise declares (``declared``); raises BadAnswer."""
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BadAnswer("not JSON") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("checks"), list):
+        raise BadAnswer("no list of checks")
+    for name in ("overran", "failed"):
+        if raw.get(name) is not None and not isinstance(raw[name], str):
+            raise BadAnswer(f"{name} is not text")
+    by_id = {d["id"]: d for d in declared}
+    checks, seen = [], set()
+    for item in raw["checks"]:
+        checks.append(_check(item, by_id, seen))
+    usage = raw.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and all(
+            isinstance(usage.get(k), (int, float)) and not isinstance(usage.get(k), bool)
+            and math.isfinite(usage[k]) and usage[k] >= 0 for k in ("peak_mb", "cpu_seconds"))):
+        raise BadAnswer("what judging cost is malformed")
+    return {"checks": checks, "overran": raw.get("overran"), "failed": raw.get("failed"),
+            "out_of_memory": raw.get("out_of_memory") is True, "usage": usage}
+
+
+def _check(item, by_id: dict, seen: set) -> CheckResult:
+    if not isinstance(item, dict):
+        raise BadAnswer("a check is not an object")
+    check_id = item.get("id")
+    if check_id not in by_id or check_id in seen:
+        raise BadAnswer(f"check {str(check_id)[:80]!r} is not one of the exercise's, or is repeated")
+    seen.add(check_id)
+    declared = by_id[check_id]
+    status, points, message, cause = item.get("status"), item.get("points"), item.get("message"), item.get("cause")
+    if status not in CHECK_STATUSES or item.get("topic") not in TOPICS or item.get("topic") != declared["topic"]:
+        raise BadAnswer(f"check {check_id} has an unknown status or topic")
+    if not isinstance(points, (int, float)) or isinstance(points, bool) or not math.isfinite(points):
+        raise BadAnswer(f"check {check_id} has no number of points")
+    if points != (declared["points"] if status == "passed" else 0.0):
+        raise BadAnswer(f"check {check_id} has points it cannot have")
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        raise BadAnswer(f"check {check_id} has no message, or one too long")
+    if cause is not None and cause not in by_id:
+        raise BadAnswer(f"check {check_id} names an unknown cause")
+    return CheckResult(id=check_id, title=declared["title"], topic=declared["topic"], status=status,
+                       points=float(points), max_points=float(declared["points"]), message=message, cause=cause)

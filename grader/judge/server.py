@@ -1,0 +1,106 @@
+"""The judge server: ``python -I -m grader.judge.server SOCKET_FD GRADER_PID``.
+
+It imports NumPy, autograd, pytest and every exercise's checks once, then forks
+one judge per request (the loop is the batch worker's, ``grader.child.worker``).
+A request carries two descriptors, the read end of the judge's request pipe and
+the write end of its answer pipe, and the judge's limits. The judge keeps only
+those two, sets its limits (address space, CPU time), reads the request, judges
+it (``judging``), writes the answer and exits. The server keeps none of a
+judge's descriptors, never waits on a judge, and dies with the grader.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+DESCRIPTORS = 2
+MAX_REQUEST_BYTES = 64 * 1024 * 1024  # the grader's evidence bounds, with room for the secrets
+
+
+def main() -> None:
+    from ..child.worker import serve_forever, start_server
+
+    channel = start_server()
+    if channel is None:
+        return
+    preload()
+    serve_forever(channel, DESCRIPTORS, limits_of, run_judge)
+
+
+def preload() -> None:
+    """Everything a judge imports, imported once in the server."""
+    import importlib
+
+    import autograd.numpy  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+
+    from .. import exercises
+    from ..checks import evidence, plugin, reference, replay  # noqa: F401
+
+    for exercise in exercises.EXERCISES.values():
+        importlib.import_module(f"grader.checks.{exercise.checks.stem}")
+    from . import judging  # noqa: F401
+
+
+def limits_of(request) -> dict:
+    limits = request.get("limits") if isinstance(request, dict) else None
+    if not isinstance(limits, dict):
+        raise ValueError("a request needs the judge's limits")
+    memory, cpu = limits.get("memory_bytes"), limits.get("cpu_seconds")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (memory, cpu)):
+        raise ValueError("a judge's limits are positive whole numbers")
+    return {"memory_bytes": memory, "cpu_seconds": cpu}
+
+
+def run_judge(descriptors: list[int], limits: dict) -> None:
+    """A judge (in the fork): never returns."""
+    request_fd, answer_fd = descriptors
+    code = 70
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 5))
+        resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        data = _read_all(request_fd, MAX_REQUEST_BYTES)
+        os.close(request_fd)
+        from .judging import judge_request
+        from .protocol import encode
+
+        answer = judge_request(data)
+        del data
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _write_all(answer_fd, encode(answer, round(usage.ru_maxrss / 1024, 1), round(usage.ru_utime + usage.ru_stime, 3)))
+        code = 0
+    except MemoryError:
+        from .protocol import answer, encode
+
+        try:
+            _write_all(answer_fd, encode(answer(out_of_memory=True)))
+            code = 0
+        except BaseException:  # noqa: BLE001 - the grader sees an answer missing and says so
+            pass
+    finally:
+        os._exit(code)
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks, total = [], 0
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            return b"".join(chunks)
+        total += len(block)
+        if total > limit:
+            raise ValueError("the request is larger than a judge reads")
+        chunks.append(block)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+if __name__ == "__main__":
+    main()
