@@ -62,3 +62,45 @@ def test_a_correct_layer_needs_a_small_fraction_of_the_budget():
     ops.attention(x, x, None, params)
     ops.dense(ops.dense(x, np.ones((e, d))), np.ones((d, e)))
     assert budget._spent < budget.BUDGET / 1000
+
+
+def _attention_step(query_shape, mask_shape):
+    """A claimed attention step as the checks read it: recorded inputs and the mask at the scores."""
+    from grader.checks.replay import Step
+
+    event = {"inputs": {"query": np.zeros(query_shape), "value": np.zeros(query_shape)}}
+    return Step(0, event, "attention", {}, {"mask": np.ones(mask_shape, dtype=bool)}, {})
+
+
+@pytest.mark.parametrize("query_shape, mask_shape, refused", [
+    ((1, 20000, 1), (1, 20000, 1, 1), "axis of 20,000"),  # 8e12 booleans once broadcast and reduced
+    ((3, 6, 8), (1, 400, 6, 6), "axis of 400"),  # a heads axis no layer of the exercise has
+])
+def test_a_claimed_mask_larger_than_the_exercise_is_refused_before_any_array_is_made(query_shape, mask_shape,
+                                                                                      refused):
+    from grader.checks.common import effective_mask
+
+    budget.reset({"input_shape": [3, 6, 8], "dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}})
+    with pytest.raises(budget.TooLarge, match=refused):
+        effective_mask(_attention_step(query_shape, mask_shape))
+    with pytest.raises(budget.TooLarge, match=refused):
+        ops.full_attention_mask(np.ones(mask_shape, dtype=bool), query_shape[0], query_shape[1], query_shape[1])
+
+
+def test_a_mask_of_five_axes_or_one_that_cannot_mask_the_scores_is_not_a_mask():
+    from grader.checks.common import effective_mask
+
+    budget.reset({"input_shape": [3, 6, 8]})
+    for shape in ((1, 2, 6, 6, 6), (3, 1, 6, 5), (2, 6, 6)):
+        with pytest.raises(ValueError):
+            ops.full_attention_mask(np.ones(shape, dtype=bool), 3, 6, 6)
+        assert effective_mask(_attention_step((3, 6, 8), shape)) is None
+    # what the exercise's layers make is a mask: (B,1,S), (B,T,S), (T,S), 4-D with a heads axis
+    for shape in ((3, 1, 6), (3, 6, 6), (6, 6), (3, 2, 6, 6), (1, 1, 1, 6)):
+        assert ops.full_attention_mask(np.ones(shape, dtype=bool), 3, 6, 6).shape[-2:] == (6, 6)
+
+
+def test_masking_the_scores_is_counted_before_it_runs():
+    budget.reset({"input_shape": [3, 6, 8]})
+    ops.full_attention_mask(np.ones((3, 2, 6, 6), dtype=bool), 3, 6, 6)
+    assert budget._spent >= 3 * 2 * 6 * 6

@@ -19,6 +19,7 @@ import numpy as np
 
 BUDGET = 500_000_000  # element operations for one grading's replays and references
 MAX_ELEMENTS = 20_000_000  # in any one array a step makes (160 MB of float64)
+DEFAULT_MAX_AXIS = 64  # the largest size of a batch, sequence or heads axis, until a job sets its own
 
 
 class ReplayFailed(Exception):
@@ -30,12 +31,37 @@ class TooLarge(ReplayFailed):
 
 
 _spent = 0
+_max_axis = DEFAULT_MAX_AXIS
 
 
-def reset() -> None:
-    """Start a new submission's budget."""
-    global _spent
+def reset(job: dict | None = None) -> None:
+    """Start a new submission's budget; with its public ``job``, bound the axes of claimed masks
+    and attention inputs by the largest size the job names (``check_axes``)."""
+    global _spent, _max_axis
     _spent = 0
+    _max_axis = max(_sizes(job), default=DEFAULT_MAX_AXIS) if job else DEFAULT_MAX_AXIS
+
+
+def _sizes(value):
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _sizes(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _sizes(item)
+
+
+def check_axes(shape, what: str) -> None:
+    """Refuse a claimed shape with an axis larger than any size of the exercise: a mask, queries
+    or keys no layer of the exercise makes, described to make the grader build a huge array."""
+    for size in shape:
+        if int(size) > _max_axis:
+            raise TooLarge(f"{what} has an axis of {int(size):,}, larger than any size of this exercise "
+                           f"({_max_axis})")
 
 
 def charge(operations: float, elements: float = 0) -> None:

@@ -64,7 +64,7 @@ class Evidence:
         """``run`` is a ChildRun, or a running sandbox.Child to wait for on first use;
         ``secrets()`` gives the secret part of the job the parent chose (once the child is done);
         ``prepare(run)`` is applied once to the finished run (a notebook's cell names)."""
-        budget.reset()  # the parent's work on this submission's replays starts from zero
+        budget.reset(job)  # the parent's work on this submission's replays starts from zero
         self._run = run
         self._prepare = prepare
         self._public_job = job

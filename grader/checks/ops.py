@@ -11,6 +11,8 @@ zeros on the masked-softmax path), both are reproduced.
 
 from __future__ import annotations
 
+import math
+
 import autograd.numpy as anp
 import numpy as np
 
@@ -104,16 +106,30 @@ def softmax(scores, axis=-1):
 
 
 def full_attention_mask(mask, batch: int, queries: int, keys: int, causal: bool = False):
-    """A boolean (batch, 1 or heads, queries, keys) mask from what reached attention, or None."""
+    """A boolean (batch, 1 or heads, queries, keys) mask from what reached attention, or None.
+
+    Every size here may be a claim: the shapes are checked against the exercise's sizes, and the
+    mask's against the scores it masks (rank 2 to 4, each axis 1 or the scores' own, the heads axis
+    bounded), before any array is built; ValueError for a mask that cannot mask these scores."""
+    budget.check_axes((batch, queries, keys), "an input of attention")
     full = None
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
+        if not 2 <= mask.ndim <= 4:
+            raise ValueError(f"a {mask.ndim}-D attention mask")
+        budget.check_axes(mask.shape, "the attention mask")
         if mask.ndim == 2:
             mask = mask[None, None]
         elif mask.ndim == 3:
             mask = mask[:, None]
-        full = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, (batch, 1, queries, keys)))
+        target = (batch, mask.shape[1], queries, keys)
+        if any(m not in (1, t) for m, t in zip(mask.shape, target)) or batch < 1:
+            raise ValueError(f"an attention mask of shape {mask.shape} cannot mask scores of {target}")
+        shape = np.broadcast_shapes(mask.shape, (batch, 1, queries, keys))
+        budget.charge(math.prod(shape), math.prod(shape))
+        full = np.broadcast_to(mask, shape)
     if causal:
+        budget.charge(queries * keys, queries * keys)
         lower = np.tril(np.ones((queries, keys), dtype=bool))[None, None]
         full = lower if full is None else full & lower
     return full
@@ -133,10 +149,12 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
         bias = params.get(f"{role}_bias")
         return y if bias is None else y + bias
 
+    full = full_attention_mask(mask, query.shape[0], query.shape[1], key.shape[1], causal)
     q, k, v = project(query, "query"), project(key, "key"), project(value, "value")
     scores = einsum("btnk,bsnk->bnts", q, k) / np.sqrt(q.shape[-1])
-    full = full_attention_mask(mask, query.shape[0], query.shape[1], key.shape[1], causal)
     if full is not None:
+        masked = np.broadcast_shapes(np.shape(full), np.shape(scores))
+        budget.charge(4 * math.prod(masked), math.prod(masked))  # the where, and the softmax over it
         scores = anp.where(full, scores, MASKED)
     weights = softmax(scores)
     if full is not None and zero_masked:
