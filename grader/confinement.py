@@ -18,6 +18,7 @@ MEASURE_WORDS = {
     "ipc": "IPC namespace", "mounts": "private mounts", "proc": "own /proc", "tmpfs": "cap on bytes written",
     "exposed": "Python reachable by another user", "capabilities": "dropping capabilities",
     "process_limit": "cap on processes", "landlock": "Landlock", "seccomp": "seccomp",
+    "cgroup": "control group",
 }
 
 
@@ -39,10 +40,17 @@ def valid(report) -> bool:
         report.get("process_limit") is None or _int(report.get("process_limit")),
         _int(report.get("uid")), isinstance(report.get("from_root"), bool), _int(report.get("capabilities")),
         isinstance(report.get("environment"), list) and all(isinstance(n, str) for n in report["environment"]),
+        report.get("cgroup") is None or _group(report["cgroup"]),
+        report.get("nice") is None or _int(report.get("nice")),
         isinstance(report.get("refused"), dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in report["refused"].items()),
     ]
     return all(checks)
+
+
+def _group(value) -> bool:
+    return isinstance(value, dict) and value.get("version") in (1, 2) and _int(value.get("memory_bytes")) \
+        and _int(value.get("processes"))
 
 
 def _int(value) -> bool:
@@ -63,7 +71,14 @@ def measures(report) -> tuple[list[str], list[str]]:
             rights.append("no signal or abstract socket outside it")
         applied.append(f"Landlock ABI {ruleset.get('abi')}: " + ", ".join(rights))
     if report["seccomp"]:
-        applied.append("seccomp: no sockets of any kind, no ptrace, no new namespaces")
+        applied.append("seccomp: no sockets of any kind, no ptrace, no new namespaces or sessions, no memory "
+                       "files")
+    group = report.get("cgroup")
+    if group is not None:
+        applied.append(f"own control group: at most {_mib(group['memory_bytes'])} of memory in all (shared "
+                       f"memory and tmpfs included), {group['processes']} processes, one process's share of the CPU")
+    if _int(report.get("nice")) and report["nice"] > 0:
+        applied.append(f"runs at a lower priority than the grader (nice {report['nice']})")
     spaces = report["namespaces"]
     own = [word for name, word in NAMESPACE_WORDS.items() if spaces.get(name)]
     if own:

@@ -36,7 +36,7 @@ MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct ru
 MAX_OUTPUT_BYTES = 32 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes
 MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmpfs can hold its scratch folder
-MAX_PROCESSES = 128  # processes and threads of one grading (TensorFlow's own threads included)
+MAX_PROCESSES = 32  # processes and threads of one grading (TensorFlow's own, about six, included)
 LAUNCH_ATTEMPTS = 2  # a runner whose start failed (a batch worker that died) is asked once more
 STOP_GRACE = 10.0  # seconds the keeper gets to end a grading it was asked to end, before it is killed
 MAX_STATUS_BYTES = 4096
@@ -94,12 +94,33 @@ def limits(timeout: float, memory_mb: int, private=()) -> dict:
 
     # the exercises too: exercise 5's file carries the reference layers of exercises 1 and 3
     hidden = list(dict.fromkeys([os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
+                                 *(os.path.realpath(path) for path in judging_folders()),
                                  *(os.path.realpath(str(path)) for path in private)]))
     # only the outermost: a class's folder stands for its students' (whose names the child would see)
     hidden = [path for path in hidden if not any(path.startswith(other.rstrip(os.sep) + os.sep)
                                                  for other in hidden if other != path)]
     return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
             "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": hidden}
+
+
+def _new_group(memory_mb: int):
+    """(a control group for one grading, None) where the grader can make one, else (None, why not)."""
+    from . import cgroups
+
+    hierarchy, why = cgroups.hierarchy()
+    if hierarchy is None:
+        return None, why
+    try:
+        return hierarchy.new_group(int(memory_mb) * 1024 * 1024, MAX_PROCESSES), None
+    except OSError as exc:
+        return None, f"the grader could not make one ({exc.strerror or exc})"
+
+
+def judging_folders() -> list[str]:
+    """The grader's folders a grading process never needs: the checks (with the replay and the NumPy
+    references of every layer) and the judge. Only the grader reads them."""
+    package = Path(__file__).resolve().parent
+    return [str(package / "checks"), str(package / "judge")]
 
 
 class GradingProcess:
@@ -114,6 +135,14 @@ class GradingProcess:
         are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
         job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ())))
+        self._group = None
+        try:
+            self._group, job["limits"]["cgroup_refused"] = _new_group(memory_mb)
+        except BaseException:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise
+        if self._group is not None:
+            job["limits"].update(cgroups=self._group.procs, cgroup=self._group.describe())
         self._timeout = timeout
         self._result: ChildRun | None = None
         self._pidfd: int | None = None
@@ -218,6 +247,8 @@ class GradingProcess:
         status = _read_status(self._status_fd)
         returncode = status_returncode(status.get("status")) if "status" in status else self._returncode()
         end_run(run, self._started, returncode, _text(self._out), _text(self._err))
+        if self._group is not None and self._group.out_of_memory():
+            run.memory_exceeded = True  # the kernel ended a process of the grading: its group's memory was full
         self._parser.finish()
         self._abandon()
         self._result = run
@@ -247,6 +278,9 @@ class GradingProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
         shutil.rmtree(self._scratch, ignore_errors=True)
 
 

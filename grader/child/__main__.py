@@ -59,12 +59,13 @@ def start(job: dict) -> None:
     os.dup2(null, 0)
     os.close(null)
     limits = job["limits"]
+    fairness = privileges.share_fairly(limits)
     privileges.limit_resources(limits["memory_mb"], limits["file_bytes"])
 
     def body(setup: dict) -> None:
         run_job(job, EvidenceStream(EVIDENCE_FD, job["submission"], control_fd=CONTROL_FD), setup)
 
-    reaper.keep(job, body, EVIDENCE_FD, CONTROL_FD, STATUS_FD)
+    reaper.keep(job, body, EVIDENCE_FD, CONTROL_FD, STATUS_FD, fairness)
 
 
 def run_job(job: dict, stream, setup: dict) -> None:

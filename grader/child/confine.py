@@ -20,8 +20,10 @@ def confine(scratch: str, setup: dict, limits: dict) -> dict:
     entered = setup.get("namespaces", {})
     mounts = setup.get("mounts", {})
     uid, gid = mounts.get("owner", (os.getuid(), os.getgid()))
+    fairness = setup.get("fairness") or {}
     refused = dict(entered.get("refused", {}))
     refused.update(mounts.get("refused", {}))
+    refused.update(fairness.get("refused", {}))
     if os.geteuid() == 0 and uid != 0 and not mounts.get("tmpfs"):
         _give(scratch, uid, gid)  # the scratch folder on disk: the grading's user must write there
     user = privileges.drop(uid, gid, bool(entered.get("user")), int(limits["processes"]))
@@ -42,6 +44,8 @@ def confine(scratch: str, setup: dict, limits: dict) -> dict:
         "write_limit": int(limits["write_bytes"]) if mounts.get("tmpfs") else None,
         "file_limit": int(limits["file_bytes"]),
         "process_limit": user["process_limit"],
+        "cgroup": fairness.get("cgroup"),
+        "nice": fairness.get("nice"),
         "uid": user["uid"],
         "from_root": user["from_root"],
         "capabilities": user["capabilities"],

@@ -18,6 +18,7 @@ import secrets
 
 from . import kernel
 
+GRADING_NICE = 5  # below the grader and its judges: a grading never slows the one that judges it
 UID_BASE = 1_900_000_000  # above the ranges Linux distributions and container tools hand out
 UID_SPAN = 1 << 24
 
@@ -33,6 +34,44 @@ def limit_resources(memory_mb: int, file_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+
+def share_fairly(limits: dict) -> dict:
+    """In the keeper, before it starts anything: join the control groups the grader made for this
+    grading (``grader.cgroups``), become a session of its own (so the kernel's per-session CPU
+    sharing counts the whole grading as one), and lower its priority below the grader's. Inherited
+    by every process of the grading. {"cgroup": what applied or None, "nice", "refused": {...}}."""
+    report: dict = {"cgroup": None, "refused": {}}
+    joined = 0
+    try:
+        for path in limits.get("cgroups") or []:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode("ascii"))
+            finally:
+                os.close(fd)
+            joined += 1
+        if joined:
+            report["cgroup"] = limits.get("cgroup")
+    except OSError as exc:
+        report["refused"]["cgroup"] = f"joining it failed ({exc.strerror or exc})"
+    if not joined and "cgroup" not in report["refused"]:
+        report["refused"]["cgroup"] = str(limits.get("cgroup_refused") or "none was made for this grading")
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a session leader: a fresh grading process
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as handle:
+            handle.write(str(GRADING_NICE))
+    except OSError:
+        pass  # no autogroups: the nice value below is what counts
+    try:
+        os.nice(GRADING_NICE - os.nice(0))
+    except OSError:
+        pass
+    report["nice"] = os.nice(0)
+    return report
 
 
 def drop(uid: int, gid: int, own_user_namespace: bool, max_processes: int) -> dict:

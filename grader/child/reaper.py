@@ -30,9 +30,10 @@ from . import kernel, landlock, namespaces, privileges
 BACKSTOP_GRACE = 10.0  # the reaper ends the grading itself this long after the grader's time limit
 
 
-def keep(job: dict, body, evidence_fd: int, control_fd: int, status_fd: int) -> None:
+def keep(job: dict, body, evidence_fd: int, control_fd: int, status_fd: int, fairness: dict | None = None) -> None:
     """The keeper: run ``body(setup)`` in a grading process of its own namespaces; never returns.
-    ``setup`` tells the grading process what was prepared for it (namespaces, mounts, its uid)."""
+    ``setup`` tells the grading process what was prepared for it (namespaces, mounts, its uid, and
+    ``fairness``: the control group and priority the keeper took, ``privileges.share_fairly``)."""
     limits = job["limits"]
     entered = namespaces.enter()
     root_alone = os.geteuid() == 0 and not entered["user"]
@@ -46,7 +47,8 @@ def keep(job: dict, body, evidence_fd: int, control_fd: int, status_fd: int) -> 
         try:
             os.close(read_end)
             os.close(status_fd)
-            _reap(job, body, keeper, dict(entered, environment=environment), (uid, gid), evidence_fd, control_fd,
+            _reap(job, body, keeper, dict(entered, environment=environment, fairness=fairness or {}), (uid, gid),
+                  evidence_fd, control_fd,
                   write_end, float(limits["timeout"]) + BACKSTOP_GRACE)
         except BaseException:
             _report_failure("the reaper")
@@ -158,6 +160,7 @@ def _reap(job, body, keeper: int | None, entered: dict, owner: tuple[int, int], 
                 os._exit(1)
             os.chdir(scratch)  # the tmpfs mounted over it, not the folder beneath
             body({"namespaces": entered, "mounts": mounts, "environment": entered["environment"],
+                  "fairness": entered.get("fairness") or {},
                   "reaper": "pid-namespace" if entered.get("pid") else "subreaper"})
         except BaseException:
             _report_failure("the grading process")

@@ -13,7 +13,11 @@ student's code sees a ``PermissionError``), never by killing the process:
 - new namespaces (unshare, setns, clone with a namespace flag; clone3 answers
   ENOSYS so the C library falls back to clone, whose flags the filter can read),
   mounts, and the kernel keyrings, SysV and POSIX message queues, perf, bpf,
-  userfaultfd.
+  userfaultfd;
+- memfd_create and memfd_secret: memory held by a file with no path is counted
+  in no process's address space, so it would escape the memory limit;
+- setsid: a new session is a new group for the kernel's CPU sharing, so a
+  grading could take a share of the CPU for each process it starts.
 
 Calls of the other ABI on the same machine (x32, 32-bit) are refused too. The
 filter is built for x86_64 and aarch64; elsewhere ``install`` says it was not
@@ -44,6 +48,7 @@ REFUSED = {
     "add_key": errno.EPERM, "request_key": errno.EPERM, "keyctl": errno.EPERM,
     "msgget": errno.EPERM, "semget": errno.EPERM, "shmget": errno.EPERM, "mq_open": errno.EPERM,
     "perf_event_open": errno.EPERM, "bpf": errno.EPERM, "userfaultfd": errno.EPERM,
+    "memfd_create": errno.EPERM, "memfd_secret": errno.EPERM, "setsid": errno.EPERM,
 }
 
 SYSCALLS = {
@@ -54,6 +59,7 @@ SYSCALLS = {
         "chroot": 161, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
         "fspick": 433, "mount_setattr": 442, "add_key": 248, "request_key": 249, "keyctl": 250, "msgget": 68,
         "semget": 64, "shmget": 29, "mq_open": 240, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
+        "memfd_create": 319, "memfd_secret": 447, "setsid": 112,
     },
     "aarch64": {
         "socket": 198, "clone": 220, "ptrace": 117, "io_uring_setup": 425, "io_uring_enter": 426,
@@ -62,6 +68,7 @@ SYSCALLS = {
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
         "mount_setattr": 442, "add_key": 217, "request_key": 218, "keyctl": 219, "msgget": 186, "semget": 190,
         "shmget": 194, "mq_open": 180, "perf_event_open": 241, "bpf": 280, "userfaultfd": 282,
+        "memfd_create": 279, "memfd_secret": 447, "setsid": 157,
     },
 }
 
