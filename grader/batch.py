@@ -17,7 +17,8 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
   graded, plus ``id``, ``student`` (nbgrader's, or null), ``graded_at`` (UTC), ``seed``,
   ``grader_version`` and ``manual_points`` (points of answers graded by hand in nbgrader, which
   no autograded score includes);
-- ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points;
+- ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points (an id or path
+  that a spreadsheet would run as a formula starts with an apostrophe);
 - ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.platforms``).
 """
 
@@ -258,6 +259,15 @@ def _text(value: str) -> str:
         else value
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as the text it is: one that would start a formula (= + - @,
+    or a tab or carriage return before one) gets a leading apostrophe, as spreadsheets write it."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def _identify(path: Path, base: Path) -> str:
     """A file's id outside nbgrader's layout: its path below the folder given, without suffix."""
     path, base = path.absolute(), base.absolute()
@@ -412,7 +422,7 @@ class Outputs:
             lines = (self.folder / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise ResultsFolderError(f"{self.folder} holds no earlier results to add to") from None
-        by_id = {_text(json.loads(line)["id"]): line for line in lines if line.strip()}  # as the CSV has it
+        by_id = {cell(_text(json.loads(line)["id"])): line for line in lines if line.strip()}  # as the CSV has it
         return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
     def write(self, result: Result, gradescope_file: bool = True) -> None:
@@ -427,8 +437,8 @@ class Outputs:
                       graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual)
         line = json.dumps(record)  # ASCII: a file name that is not UTF-8 is escaped, not an error
-        row = [_text(result.submission.id), verdict.status, verdict.score, verdict.max_score,
-               f"{result.seconds:.2f}", _text(verdict.submission), f"{manual:g}"]
+        row = [cell(_text(result.submission.id)), verdict.status, verdict.score, verdict.max_score,
+               f"{result.seconds:.2f}", cell(_text(verdict.submission)), f"{manual:g}"]
         if gradescope_file:
             folder = self.folder / "gradescope" / result.submission.id
             folder.mkdir(parents=True, exist_ok=True)

@@ -152,7 +152,7 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
     for result in results:
         submission = result.submission
         student = getattr(submission, "student", None)
-        why = _not_storable(course, exercise_id, submission)
+        why = _not_storable(course, exercise_id, submission) or unstorable_id(student)
         if why is not None:
             stored.skipped.append((student or submission.id, why))
         else:
@@ -169,7 +169,55 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
                 stored.failed.append((student, _why(outcome)))
         if on_student is not None:
             on_student(student or submission.id)
+    _read_back(course, config, exercise_id, results, stored)
     return stored
+
+
+# Characters nbgrader reads as a pattern (it globs a student id into paths) or as a path; control characters.
+_PATTERN = set("*?[]")
+_PATH = set("/\\")
+
+
+def unstorable_id(student: str | None) -> str | None:
+    """Why nbgrader's gradebook cannot be trusted with this student id, or None: nbgrader uses an id as
+    a glob pattern and as a folder name, so ``alice*`` would autograde, and overwrite, alice."""
+    if student is None:
+        return None
+    text = student.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    problems = []
+    if _PATTERN & set(student):
+        problems.append("it holds a character nbgrader reads as a pattern (* ? [ ])")
+    if _PATH & set(student) or student in (".", "..") or not student.strip():
+        problems.append("it is not a folder name of its own")
+    if any(ord(c) < 32 or ord(c) == 127 for c in student) or text != student:
+        problems.append("it holds control characters or bytes that are not text")
+    if not problems:
+        return None
+    return f"this id cannot be stored in nbgrader's gradebook: {'; '.join(problems)}. Rename the student's folder"
+
+
+def _read_back(course: Path, config, exercise_id: str, results, stored: Stored) -> None:
+    """Read every stored score back from the gradebook; a student whose score there is not the
+    verdict's moves from ``stored.students`` to ``stored.failed``."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    verdicts = {getattr(r.submission, "student", None): r.verdict for r in results}
+    database = f"sqlite:///{Path(course) / 'gradebook.db'}"
+    kept = []
+    with Gradebook(database, config.CourseDirectory.get("course_id", "default_course")) as gradebook:
+        for student in stored.students:
+            try:
+                held = float(gradebook.find_submission(exercise_id, student).code_score)
+            except MissingEntry:
+                stored.failed.append((student, "nbgrader reported it stored, but the gradebook holds no score"))
+                continue
+            expected = float(verdicts[student].score)
+            if abs(held - expected) > 1e-6:
+                stored.failed.append((student, f"the gradebook holds {held:g} points where the verdict gives "
+                                               f"{expected:g}: check this student in formgrader"))
+            else:
+                kept.append(student)
+    stored.students = kept
 
 
 def _not_storable(course: Path, exercise_id: str, submission) -> str | None:

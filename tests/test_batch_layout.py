@@ -275,3 +275,19 @@ def test_only_refused_rows_are_written_without_starting_a_worker(course, tmp_pat
     summary = list(csv.DictReader((tmp_path / "out" / "summary.csv").open(encoding="utf-8")))
     assert [(r["id"], r["status"], r["score"]) for r in summary] == [("mallory", "error", "0.0")]
     assert says(capsys.readouterr().out, "is a symbolic link")  # the reason, in a cell a long path wraps
+
+
+def test_summary_cells_a_spreadsheet_would_run_as_formulas_stay_text(tmp_path):
+    out = tmp_path / "out"
+    names = ["=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "plain"]
+    with Outputs(out) as outputs:
+        for name in names:
+            outputs.write(Result(Submission(name, tmp_path / f"{name}.py", name), verdict(f"{name}.py", 1.0), 1.0))
+    with Outputs(out, append=True) as outputs:  # rows added later keep the earlier ones
+        outputs.write(Result(Submission("=late", tmp_path / "late.py", "=late"), verdict("=late.py", 0.0), 1.0))
+    rows = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    ids = {row["id"] for row in rows}
+    assert ids == {"'=HYPERLINK(\"http://x\")", "'+1", "'-2", "'@SUM(A1)", "plain", "'=late"}
+    assert all(not row["id"].startswith(("=", "+", "-", "@")) for row in rows)
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {line["id"] for line in lines} == set(names) | {"=late"}  # the JSON keeps the id as it is

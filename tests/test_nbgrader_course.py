@@ -316,6 +316,53 @@ def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
     assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
 
 
+def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_stored(term, tmp_path):
+    """nbgrader globs a student id: a stub handed in as ``alice*``, stored last, would autograde (and
+    overwrite) alice. It is refused with the reason; alice and bob keep their own scores, read back."""
+    from grader.batch import Result, Submission
+    from grader.gradebook import store
+
+    copy = tmp_path / "course"
+    shutil.copytree(term.pristine, copy)
+    star = submit(copy, "alice*", None)
+    paths = {s: copy / "submitted" / s / "exercise3" / "exercise3.ipynb" for s in ("alice", "bob", "alice*")}
+    verdicts = {s: grade("exercise3", p) for s, p in paths.items()}
+    assert verdicts["alice"].score == AUTOGRADED_POINTS and verdicts["alice*"].score == 0
+    results = [Result(Submission(s, paths[s], s), verdicts[s], 1.0) for s in ("alice", "bob", "alice*")]
+    stored = store(copy, "exercise3", results)
+    assert stored.students == ["alice", "bob"] and stored.failed == []
+    assert [s for s, _ in stored.skipped] == ["alice*"]
+    assert "cannot be stored in nbgrader's gradebook" in stored.skipped[0][1] and "pattern" in stored.skipped[0][1]
+    held = scores(copy, ("alice", "bob"))
+    assert autograded(held["alice"]) == AUTOGRADED_POINTS and autograded(held["bob"]) == verdicts["bob"].score
+    assert (copy / "autograded" / "alice" / "exercise3" / "exercise3.ipynb").is_file()
+    assert star.is_file()  # the refused student's file is left as it was
+
+
+def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path, monkeypatch):
+    """Every stored score is read back: one that differs from its verdict is not counted as stored."""
+    from grader import gradebook
+    from grader.batch import Result, Submission
+
+    copy = tmp_path / "course"
+    shutil.copytree(term.pristine, copy)
+    path = copy / "submitted" / "alice" / "exercise3" / "exercise3.ipynb"
+    verdict = grade("exercise3", path)
+    real = gradebook.topic_outputs
+
+    def one_point_short(verdict, topic):
+        outputs = real(verdict, topic)
+        if topic == "api":  # as if the cell's output had been changed on its way into the gradebook
+            outputs[-1]["data"]["text/plain"] = repr(float(outputs[-1]["data"]["text/plain"]) - 1)
+        return outputs
+
+    monkeypatch.setattr(gradebook, "topic_outputs", one_point_short)
+    stored = gradebook.store(copy, "exercise3", [Result(Submission("alice", path, "alice"), verdict, 1.0)])
+    assert stored.students == [] and not stored.complete
+    assert stored.failed[0][0] == "alice" and "the gradebook holds 22 points where the verdict gives 23" \
+        in stored.failed[0][1]
+
+
 def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
     fresh = tmp_path / "course"
     write_course(fresh)
