@@ -104,12 +104,28 @@ def _loading_test(verdict) -> dict:
     if verdict.status == "error":
         # Nothing else is listed: the whole score is lost here, and the reason is shown now.
         score, max_score, status = 0.0, verdict.max_score, "failed"
-        output = markdown_text(verdict.error or "The submission could not be graded.")
+        output = markdown_text(brief(verdict.error or "The submission could not be graded."))
     else:
         score, max_score, status = 0.0, 0.0, "passed"
         output = markdown_text(f"It loads and defines {target}; the checks below grade it.")
     return {"name": "Your file could be graded", "name_format": "text", "score": score, "max_score": max_score,
             "status": status, "output": output, "output_format": "md", "visibility": "visible"}
+
+
+VISIBLE_LINES = 4
+VISIBLE_LINE_CHARS = 160
+
+
+def brief(reason: str) -> str:
+    """Why a file could not be graded, as the always-visible test says it: the first few lines, each
+    cut short. Whatever a submission makes its own error say reaches the student through this
+    test, whatever the visibility of the checks, so it is kept to what a student needs."""
+    lines = reason.splitlines()
+    shown = [line if len(line) <= VISIBLE_LINE_CHARS else line[:VISIBLE_LINE_CHARS - 1] + "…"
+             for line in lines[:VISIBLE_LINES]]
+    if len(lines) > VISIBLE_LINES:
+        shown.append(f"(and {len(lines) - VISIBLE_LINES} more line(s): run grade on your file to see them)")
+    return "\n".join(shown)
 
 
 def _gradescope_test(check, visibility: str) -> dict:
@@ -133,7 +149,7 @@ def _overview_markdown(verdict) -> str:
     lines = [markdown_text(f"{verdict.exercise}" + (f" — {title}" if title else ""))]
     if verdict.status == "error":
         lines.append("**" + markdown_text("This file could not be graded.") + "** "
-                     + markdown_text(verdict.error or ""))
+                     + markdown_text(brief(verdict.error or "")))
     else:
         lines.append(markdown_text(
             f"{len(verdict.checks)} checks, grouped by topic. A failed check says what it observed, "
@@ -235,7 +251,7 @@ def prairielearn_results(verdict) -> dict:
         ],
     }
     if verdict.status == "error":
-        results["format_errors"] = [verdict.error or "The submission could not be graded."]
+        results["format_errors"] = [brief(verdict.error or "The submission could not be graded.")]
     return results
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import exercises
+from grader import exercises, platforms
 from grader.batch import Outputs, Result, Submission, gradescope
 from grader.platforms import (
     DEFAULT_VISIBILITY, SubmissionNotFound, find_submission, gradescope_results, gradescope_visibility,
@@ -135,6 +135,21 @@ def test_gradescope_result_of_a_submission_that_could_not_be_graded():
     assert test["status"] == "failed" and test["score"] == 0 and test["max_score"] == 23.0
     assert test["visibility"] == "visible" and r"SyntaxError at line 4: x\_1 \*" in test["output"]
     assert "could not be graded" in results["output"] and "hello from the student" in results["output"]
+
+
+def test_the_always_visible_test_quotes_only_a_few_short_lines_of_the_reason():
+    """A submission can make its own error say anything (a file it read, line by line): the test
+    that every student sees, whatever the visibility, gives the reason in a few short lines."""
+    leaked = "\n".join(f"secret line {i} " + "x" * 500 for i in range(40))
+    verdict = error_verdict("exercise3", "/work/bad.py", "Importing your file raised an error:\n" + leaked, 23.0,
+                            CONTEXT)
+    (test,) = gradescope_results(verdict, "hidden")["tests"]
+    lines = test["output"].splitlines()
+    assert len(lines) <= platforms.VISIBLE_LINES + 1 and all(len(line) <= 2 * platforms.VISIBLE_LINE_CHARS
+                                                             for line in lines)
+    assert "secret line 2 " in test["output"] and "secret line 3 " not in test["output"]
+    assert "more line(s)" in lines[-1]
+    assert len(prairielearn_results(verdict)["format_errors"][0].splitlines()) <= platforms.VISIBLE_LINES + 1
 
 
 def test_prairielearn_results_carry_the_same_score_as_a_fraction(verdict):
