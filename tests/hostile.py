@@ -90,20 +90,24 @@ def _bound(family, kind, address) -> socket.socket:
     return listener
 
 
-def _attack(body: str, targets: Targets) -> str:
-    """``body`` runs at import, with TARGETS (the addresses) and report(); then the stub follows."""
+def _attack(body: str, targets: Targets, base: str = STUB) -> str:
+    """``body`` runs at import, with TARGETS (the addresses) and report(); then the stub follows
+    (or ``base``: the attacks on the judge ride on a correct encoder, whose evidence is otherwise real)."""
     prologue = (
         "import json as _json, os, sys\n"
         f"TARGETS = _json.loads({json.dumps(json.dumps(targets.addresses()))})\n"
         "def report(name, what):\n"
         "    print('REPORT', name, what, flush=True)\n"
     )
-    return prologue + body + "\n" + STUB
+    return prologue + body + "\n" + base
 
 
 def sources(targets: Targets) -> dict[str, str]:
     """{name: source} of every hostile submission, aimed at ``targets``."""
-    return {name: _attack(body, targets) for name, body in ATTACKS.items()}
+    found = {name: _attack(body, targets) for name, body in ATTACKS.items()}
+    found.update({name: _attack(body, targets, SOLUTION) + BOMB if name in BOMBS else _attack(body, targets)
+                  for name, body in JUDGE_ATTACKS.items()})
+    return found
 
 
 ATTACKS = {
@@ -214,7 +218,10 @@ os.kill(os.getpid(), signal.SIGRTMIN + 5)
     "daemon_holding_files": r'''
 import time
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()
+    except OSError:
+        pass  # refused: a daemon in the grading's own session, then
     if os.fork() == 0:
         handles = []
         for index in range(4):
@@ -310,3 +317,95 @@ except OSError as exc:
 report("limits", f"bytes {written}")
 ''',
 }
+
+
+# Attacks on whoever reads the evidence and on the grading's share of the machine. The bombs ride on
+# the correct encoder (its evidence otherwise real): the grader must give each a verdict as soon as
+# any other, spending only its own grading's memory and time.
+JUDGE_ATTACKS = {
+    # an attention whose claimed inputs and mask would broadcast to 8e12 booleans in the reader
+    "mask_reduction_bomb": "LENGTH, MASK_SHAPE = 20000, (1, 20000, 1, 1)\n",
+    # a heads axis far larger than any layer of the exercise has, broadcast against the scores
+    "heads_axis_bomb": "LENGTH, MASK_SHAPE = 40, (1, 400, 40, 40)\n",
+    # a five-dimensional mask, through the identification of layers by their roles
+    "five_dimensional_mask": "LENGTH, MASK_SHAPE = 40, (1, 2, 40, 40, 40)\n",
+    # memory held by a file with no path, beyond every process's address space
+    "memfd_hoard": r"""
+LENGTH, MASK_SHAPE = 0, None
+try:
+    hoard = os.memfd_create("hoard")
+    for _ in range(512):
+        os.write(hoard, b"\0" * (1 << 20))
+    report("memfd", f"held {os.fstat(hoard).st_size}")
+except OSError as exc:
+    report("memfd", f"refused: {exc.strerror}")
+""",
+    # the checks, the replay and the NumPy references, read to be carried out in the output
+    "reads_the_checks": r"""
+LENGTH, MASK_SHAPE = 0, None
+import grader, pathlib
+_base = pathlib.Path(grader.__file__).resolve().parent
+for _relative in ("checks/reference.py", "checks/exercise3.py", "checks/replay.py", "judge/judging.py"):
+    try:
+        report("checks", f"read {_relative} ({len((_base / _relative).read_text())} characters)")
+    except OSError as exc:
+        report("checks", f"{_relative}: {exc.strerror}")
+""",
+    # as many spinning processes as it may start, each trying for a session of its own, while it waits
+    "spins_in_many_sessions": r"""
+LENGTH, MASK_SHAPE = 0, None
+import time as _time
+_spinners = 0
+for _ in range(200):
+    try:
+        _pid = os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        try:
+            os.setsid()
+            print("REPORT spin session", flush=True)
+        except OSError:
+            pass
+        _end = _time.time() + 300
+        while _time.time() < _end:
+            pass
+        os._exit(0)
+    _spinners += 1
+report("spin", f"spinners {_spinners}")
+_time.sleep(15)
+""",
+}
+
+BOMBS = ("mask_reduction_bomb", "heads_axis_bomb", "five_dimensional_mask")
+
+# After the correct encoder: a masked call also runs a cheap attention of the attacker's on a dummy
+# of LENGTH positions with a mask of MASK_SHAPE (it claims what it was given, and returns at once).
+BOMB = '''
+
+import keras as _keras
+
+
+class _CheapAttention(_keras.layers.MultiHeadAttention):
+    def _compute_attention(self, query, key, value, attention_mask=None, training=None,
+                           return_attention_scores=False, use_causal_mask=False):
+        return query, None
+
+
+_encoder_call = TransformerEncoder.call
+
+
+def _call(self, inputs, mask=None, **kwargs):
+    output = _encoder_call(self, inputs, mask=mask, **kwargs)
+    if LENGTH:
+        if not hasattr(self, "_cheap"):  # built with the layer: its weights get the grader's values
+            self._cheap = _CheapAttention(num_heads=1, key_dim=1)
+            self._cheap.build((1, LENGTH, 1), (1, LENGTH, 1))
+        if mask is not None:
+            dummy = _keras.ops.ones((1, LENGTH, 1))
+            self._cheap(dummy, dummy, attention_mask=_keras.ops.ones(MASK_SHAPE, dtype="bool"))
+    return output
+
+
+TransformerEncoder.call = _call
+'''

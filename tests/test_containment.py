@@ -56,8 +56,8 @@ def _start_time(pid: int) -> str | None:
 
 
 def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path) -> list[str]:
-    """Processes of the gradings still alive: a known keeper, a grading user's process, the daemon,
-    or anything whose environment points into this test's scratch root."""
+    """Processes of the gradings still alive: a known keeper, a grading user's process of this
+    interpreter, the daemon, or anything whose environment points into this test's scratch root."""
     left = [f"keeper {pid}" for pid, started in known if _start_time(pid) == started]
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -70,10 +70,43 @@ def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path) -> lis
             environ = open(f"/proc/{entry}/environ", "rb").read()
         except OSError:
             continue
-        if UID_BASE <= uid < UID_BASE + UID_SPAN or DAEMON_MARK.encode() in cmdline \
+        ours = cmdline.split(b"\0")[0] == os.fsencode(sys.executable)  # not another grader's on this machine
+        if (UID_BASE <= uid < UID_BASE + UID_SPAN and ours) or DAEMON_MARK.encode() in cmdline \
                 or str(scratch_root).encode() in environ:
             left.append(f"{entry}: {cmdline[:200]!r}")
     return left
+
+
+class _PeakMemory:
+    """The growth of this process's resident memory over a block, sampled every 20 ms."""
+
+    def __enter__(self):
+        import threading
+
+        self.start = self.peak = _resident()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._done.wait(0.02):
+            self.peak = max(self.peak, _resident())
+
+    def __exit__(self, *_):
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, _resident())
+        self.growth = self.peak - self.start
+
+
+def _resident() -> int:
+    """Resident memory of this process, in bytes."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _reports(verdict, topic: str) -> list[str]:
@@ -115,8 +148,15 @@ def hostile_class(tmp_path_factory):
     os.environ[secret] = targets.secret
     before = _digests([*PROTECTED, folder, targets.folder])
     workers = _Recording()
+    alone = work / "alone"
+    alone.mkdir()
+    (alone / "correct.py").write_text(SOLUTION, encoding="utf-8")
     try:
-        results = run_batch("exercise3", discover([folder], "exercise3"), out, SETTINGS, jobs=2, workers=workers)
+        with _PeakMemory() as solution_alone:  # what the grader's own process needs for a correct class
+            run_batch("exercise3", discover([alone], "exercise3"), work / "out-alone", SETTINGS, jobs=2,
+                      workers=workers)
+        with _PeakMemory() as hostile_batch:
+            results = run_batch("exercise3", discover([folder], "exercise3"), out, SETTINGS, jobs=2, workers=workers)
     finally:
         workers.close()
         tempfile.tempdir = saved_tempdir
@@ -136,6 +176,7 @@ def hostile_class(tmp_path_factory):
         "scratch_left": sorted(os.listdir(scratch_root)),
         "folder": folder,
         "work": work,
+        "parent_growth": {"solution": solution_alone.growth, "hostile": hostile_batch.growth},
     }
     yield state
     targets.close()
@@ -190,6 +231,7 @@ def test_the_header_claims_every_protection_this_kernel_offers(hostile_class):
     if os.geteuid() == 0:
         assert claims["from_root"] and UID_BASE <= claims["uid"] < UID_BASE + UID_SPAN
     assert claims["capabilities"] == 0 and claims["process_limit"] and claims["write_limit"]
+    assert claims["cgroup"]["memory_bytes"] == SETTINGS.memory_mb * 1024 * 1024 and claims["nice"] > 0
     assert "a minimal environment" in verdict.context["sandbox"]
 
 
@@ -295,6 +337,7 @@ DEGRADED = r"""
 import json, sys
 from pathlib import Path
 from grader.child import seccomp
+del seccomp.REFUSED["setsid"]  # such a container still lets a process start a session of its own
 print(json.dumps(seccomp.install()), file=sys.stderr)  # from here on, no process may unshare or mount
 from grader.grading import Settings, grade
 verdict = grade("exercise3", Path(sys.argv[1]), Settings(timeout=120))
@@ -324,3 +367,63 @@ def test_where_the_kernel_refuses_namespaces_the_header_says_so_and_the_reaper_s
     assert "at most 256 MiB written" not in verdict["sandbox"]
     assert _leftover_processes([], scratch_root) == []
     assert os.listdir(scratch_root) == []
+
+
+# --------------------------------------------------------------------------- the judge and the machine's share
+
+
+@pytest.mark.parametrize("name", ["mask_reduction_bomb", "heads_axis_bomb", "five_dimensional_mask"])
+def test_evidence_sized_to_exhaust_its_reader_costs_only_its_own_grading(hostile_class, name):
+    """A correct encoder that also claims an attention whose mask would broadcast to terabytes: its
+    own mask checks are not verified, its judge stays small, and the classmates are untouched."""
+    results = hostile_class["results"]
+    verdict = results[name].verdict
+    assert verdict.status == "failed", verdict.error
+    failed = {c.id for c in verdict.checks if c.status == "failed"}
+    assert "mask.masks_keys" in failed
+    correct = results["correct"].verdict
+    assert correct.status == "passed" and correct.score == correct.max_score
+    solution_peak = correct.context["judge"]["peak_mb"]
+    assert verdict.context["judge"]["peak_mb"] <= solution_peak + 200, verdict.context["judge"]
+
+
+def test_the_grader_itself_needs_no_more_memory_for_a_hostile_class(hostile_class):
+    growth = hostile_class["parent_growth"]
+    assert growth["hostile"] <= growth["solution"] + 300 * 1024 * 1024, growth
+
+
+def test_memory_in_a_file_with_no_path_is_refused(hostile_class):
+    verdict = hostile_class["results"]["memfd_hoard"].verdict
+    found = _reports(verdict, "memfd")
+    if not _claims(verdict).get("seccomp"):
+        pytest.skip("no seccomp filter on this machine")
+    assert found == ["refused: Operation not permitted"], found
+
+
+def test_a_grading_cannot_read_the_checks_or_the_judge(hostile_class):
+    verdict = hostile_class["results"]["reads_the_checks"].verdict
+    found = _reports(verdict, "checks")
+    if not _claims(verdict).get("landlock", {}).get("applied"):
+        pytest.skip("no Landlock on this machine")
+    assert len(found) == 4 and all(line.endswith("Permission denied") for line in found), found
+    assert "assert" not in verdict.context.get("output", "")  # nothing of the checks reached the report
+
+
+def test_many_spinning_processes_stay_one_grading(hostile_class):
+    """A submission spinning every process it may start, each asking for a session of its own: no
+    session is granted (a session would be a share of the CPU of its own), the processes are
+    capped, and where the kernel gives a control group the grading is one process's share."""
+    verdict = hostile_class["results"]["spins_in_many_sessions"].verdict
+    claims = _claims(verdict)
+    output = verdict.context.get("output", "")
+    spinners = [line for line in _reports(verdict, "spin") if line.startswith("spinners ")]
+    assert spinners, output
+    if claims.get("seccomp"):
+        assert "REPORT spin session" not in output
+    if claims.get("process_limit"):
+        assert int(spinners[0].split()[1]) < claims["process_limit"] <= 32
+    if os.geteuid() == 0 and claims.get("cgroup") is None:
+        pytest.skip(f"no control group for the grader here: {claims.get('refused', {}).get('cgroup')}")
+    if claims.get("cgroup") is not None:
+        assert claims["cgroup"]["processes"] <= 32
+    assert hostile_class["results"]["correct"].verdict.status == "passed"
