@@ -840,7 +840,16 @@ def autograder_command(argv: list[str]) -> int:
     return 0
 
 
+def _terminated(signum, _frame) -> None:
+    """SIGTERM (a job scheduler's stop, kill): leave as from Ctrl-C, so every grading process is
+    ended and every scratch folder removed on the way out."""
+    raise SystemExit(128 + signum)
+
+
 def entry_point() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         sys.exit(main())
     except KeyboardInterrupt:

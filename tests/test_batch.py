@@ -116,6 +116,31 @@ def test_batch_command_shows_progress_and_summary(tmp_path):
     assert result.stderr.strip() == ""  # TensorFlow's start-up noise stays in the worker
 
 
+def test_a_batch_stopped_by_sigterm_leaves_no_grading_and_no_scratch_folder(tmp_path):
+    """A scheduler stopping the batch (SIGTERM) while it grades: every grading process is ended,
+    every scratch folder removed, and what was finished is in the results."""
+    import signal
+    import time
+
+    (tmp_path / "in").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "in" / f"{name}.py").write_text("import time\ntime.sleep(600)\n" + STUB, encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", TMPDIR=str(scratch))
+    batch = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(tmp_path / "in"), "--exercise",
+                              "exercise3", "--out", str(tmp_path / "out"), "--jobs", "2"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 600  # until two gradings run: a TensorFlow import on a busy machine
+    while len(list(scratch.glob("grade-scratch-*"))) < 2 and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(list(scratch.glob("grade-scratch-*"))) == 2, batch.stderr.read() if batch.poll() is not None else ""
+    batch.send_signal(signal.SIGTERM)
+    assert batch.wait(timeout=300) == 128 + signal.SIGTERM
+    assert list(scratch.iterdir()) == []
+    assert (tmp_path / "out" / "summary.csv").is_file()
+
+
 def test_odd_file_names_get_one_row_each_and_never_stop_the_batch(tmp_path):
     """A file name that is not UTF-8, a link with such a name and a path far longer than a file
     name may be: each submission gets exactly one row, the batch its summary."""
