@@ -557,6 +557,7 @@ def batch_command(argv: list[str]) -> int:
     if not paths:
         parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
     if args.gradebook is not None:  # refused before grading, not after
+        _require_instructor_tools(parser, "grade batch --gradebook")
         from .gradebook import course_config
 
         try:
@@ -753,6 +754,15 @@ def explain_command(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- nbgrader
 
 
+def _require_instructor_tools(parser: argparse.ArgumentParser, command: str) -> None:
+    """Exit 2 with the install line when the instructor extra is missing."""
+    from .extras import missing_instructor_tools
+
+    why = missing_instructor_tools(command)
+    if why:
+        parser.exit(EXIT_ERROR, f"{why}\n")
+
+
 def course_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade nbgrader-course",
@@ -770,6 +780,7 @@ def course_command(argv: list[str]) -> int:
                         help="replace course files that differ from what would be written, keeping a copy of "
                              "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
+    _require_instructor_tools(parser, "grade nbgrader-course")
     chosen = None
     if args.exercises:
         chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))

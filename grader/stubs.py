@@ -130,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m grader.stubs keeps a clone of the repository in step with its solutions; "
               f"this is an installed package ({exercises.PACKAGE_DIR}), whose files it leaves alone.")
         return 2
+    from .extras import missing_instructor_tools
+
+    why = missing_instructor_tools("python -m grader.stubs")  # it writes the nbgrader course too
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     drifted = []
     for exercise in exercises.EXERCISES.values():
         solution = expected_solution(exercise)
