@@ -383,6 +383,15 @@ def init_command(argv: list[str]) -> int:
                     + "Use --force to replace them (each is first kept as <name>.bak).\n")
     except OSError as exc:
         parser.exit(EXIT_ERROR, f"grade init: {exc}\n")
+    if result.not_stubs:
+        files = ", ".join(str(p) for p in result.not_stubs)
+        if exercises.INSTALLED_FROM_WHEEL:
+            print(f"warning: this package carries exercise files that differ from the stubs generated from its "
+                  f"solutions, edited or solved where it was built: {files}. The workspace gets the stubs. "
+                  "Do not hand this package out: a wheel built again packs the stubs.", file=sys.stderr)
+        else:
+            print(f"note: the clone this grader runs from has edited exercise files ({files}); the workspace "
+                  "gets the stubs generated from the solutions.", file=sys.stderr)
     for path in result.written:
         backup = result.backups.get(path)
         print(f"wrote {path}" + (f" (your version is kept as {backup.name})" if backup else ""))
