@@ -154,8 +154,8 @@ could be graded at all is always visible).
 
 In the assignment's Autograder Settings choose at least 1.0 CPU and 1.5 GB of RAM: grading
 one submission holds about 0.7 GB (TensorFlow in the process running it), too close to the
-default 768 MB. Gradescope's default timeout of 10 minutes is enough. See "Gradescope" in the
-project's README.
+default 768 MB. Gradescope's default timeout of 10 minutes is enough. See the project's
+Gradescope guide, docs/gradescope.md.
 """
 
 
