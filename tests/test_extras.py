@@ -109,12 +109,17 @@ def test_gelu_can_be_recomputed_in_a_student_install():
                        [0.0, 0.8413447460685429, -0.15865525393145707])
 
 
+BLOCK_INSTRUCTOR_TOOLS = f"import sys; sys.modules.update(dict.fromkeys({extras.INSTRUCTOR_MODULES!r}))"
+
+
 @pytest.fixture
 def no_nbgrader(monkeypatch):
-    """An environment without the instructor extra: importing nbgrader fails."""
-    for name in [n for n in sys.modules if n == "nbgrader" or n.startswith("nbgrader.")]:
+    """An environment without the instructor extra: importing nbgrader (or nbformat, traitlets,
+    sqlalchemy) fails."""
+    for name in [n for n in sys.modules if n.split(".")[0] in extras.INSTRUCTOR_MODULES]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "nbgrader", None)
+    for module in extras.INSTRUCTOR_MODULES:
+        monkeypatch.setitem(sys.modules, module, None)
 
 
 @pytest.mark.parametrize("argv, command", [
@@ -128,7 +133,8 @@ def test_an_instructor_command_without_the_extra_says_what_to_install(no_nbgrade
         cli.main(argv)
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"{command} needs the instructor tools (nbgrader not installed): pip install -e ")
+    assert err.startswith(f"{command} needs the instructor tools (nbgrader, nbformat, traitlets, sqlalchemy not "
+                          "installed): pip install -e ")
     assert f"{ROOT}[instructor]" in err  # a clone's own editable install
     assert not (tmp_path / "COURSE").exists() and not (tmp_path / "OUT").exists()
 
@@ -136,7 +142,7 @@ def test_an_instructor_command_without_the_extra_says_what_to_install(no_nbgrade
 def test_from_a_wheel_the_install_line_names_the_package(no_nbgrader, monkeypatch):
     monkeypatch.setattr(exercises, "INSTALLED_FROM_WHEEL", True)
     assert extras.missing_instructor_tools("grade nbgrader-course") == (
-        "grade nbgrader-course needs the instructor tools (nbgrader not installed): "
+        "grade nbgrader-course needs the instructor tools (nbgrader, nbformat, traitlets, sqlalchemy not installed): "
         "pip install 'transformer-exercises[instructor]'")
 
 
@@ -147,3 +153,20 @@ def test_regenerating_the_stubs_without_the_extra_says_what_to_install(no_nbgrad
 
 def test_with_the_extra_nothing_is_missing():
     assert extras.missing_instructor_tools("grade nbgrader-course") is None
+
+
+def test_a_batch_without_the_gradebook_needs_no_instructor_tools(tmp_path):
+    """grade batch of plain files, in a process where no instructor module can be imported."""
+    import json
+    import os
+    import subprocess
+
+    submission = tmp_path / "alice.py"
+    submission.write_text(exercises.get("exercise1").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    code = f"{BLOCK_INSTRUCTOR_TOOLS}; from grader.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", code, "batch", str(submission), "--exercise", "1", "--out",
+                             str(tmp_path / "out"), "--jobs", "1"], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GRADE_STATE_DIR=str(tmp_path / "state")))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    (verdict,) = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
+    assert verdict["status"] == "passed" and verdict["id"] == "alice"
