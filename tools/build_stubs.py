@@ -14,6 +14,7 @@ the student works.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import sys
 from pathlib import Path
@@ -26,21 +27,30 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextlib.contextmanager
 def _grader_from_source():
-    """The ``grader`` package of this source tree, imported for the build and forgotten after."""
+    """The ``grader`` package of this source tree (its registry and stub generator), loaded from
+    its files for the build, whatever else is importable as ``grader`` (an editable install of
+    another clone), and forgotten after."""
     saved = {name: module for name, module in sys.modules.items() if name == "grader" or name.startswith("grader.")}
     for name in saved:
         del sys.modules[name]
-    sys.path.insert(0, str(ROOT))
     try:
-        import grader.exercises
-        import grader.stubs
-
-        if Path(grader.exercises.PROJECT_ROOT) != ROOT or grader.exercises.INSTALLED_FROM_WHEEL:
-            raise RuntimeError(f"the build imported the grader package from {grader.exercises.PACKAGE_DIR}, "
-                               f"not from the source tree {ROOT}")
-        yield grader.exercises, grader.stubs
+        loaded = []
+        for name, path, package in (("grader", "grader/__init__.py", True),
+                                    ("grader.exercises", "grader/exercises.py", False),
+                                    ("grader.stubs", "grader/stubs.py", False)):
+            spec = importlib.util.spec_from_file_location(
+                name, ROOT / path, submodule_search_locations=[str(ROOT / "grader")] if package else None)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            if not package:
+                setattr(sys.modules["grader"], name.rpartition(".")[2], module)
+            loaded.append(module)
+        _, exercises, stubs = loaded
+        if Path(exercises.PROJECT_ROOT) != ROOT or exercises.INSTALLED_FROM_WHEEL:
+            raise RuntimeError(f"the build read the exercises of {exercises.PACKAGE_DIR}, not of {ROOT}")
+        yield exercises, stubs
     finally:
-        sys.path.remove(str(ROOT))
         for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
             del sys.modules[name]
         sys.modules.update(saved)
