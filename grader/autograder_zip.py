@@ -154,8 +154,8 @@ could be graded at all is always visible).
 
 In the assignment's Autograder Settings choose at least 1.0 CPU and 1.5 GB of RAM: grading
 one submission holds about 0.7 GB (TensorFlow in the process running it), too close to the
-default 768 MB. Gradescope's default timeout of 10 minutes is enough. See "Gradescope" in the
-project's README.
+default 768 MB. Gradescope's default timeout of 10 minutes is enough. See the project's
+Gradescope guide, docs/gradescope.md.
 """
 
 
@@ -218,7 +218,11 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
 
 def package_files() -> dict[str, bytes]:
     """The files a wheel of this package holds, by their path in it: the grader package as it is
-    installed here, with the exercises and solutions where a wheel keeps them (pyproject.toml)."""
+    installed here, with the exercises and solutions where a wheel keeps them (pyproject.toml).
+    The exercise files are the stubs generated from the solutions, as a build packs them
+    (tools/build_stubs.py), whatever a clone's working copies hold."""
+    from .stubs import fresh_stub
+
     files: dict[str, bytes] = {}
     for path in sorted(exercises.PACKAGE_DIR.rglob("*")):
         relative = path.relative_to(exercises.PACKAGE_DIR)
@@ -227,7 +231,7 @@ def package_files() -> dict[str, bytes]:
             continue
         files[f"grader/{relative.as_posix()}"] = path.read_bytes()
     for exercise in exercises.EXERCISES.values():
-        files[f"grader/_exercises/{exercise.id}.py"] = exercise.stub.read_bytes()
+        files[f"grader/_exercises/{exercise.id}.py"] = fresh_stub(exercise).encode()
         files[f"grader/_exercises/{exercise.id}.md"] = exercise.instructions.read_bytes()
         files[f"grader/_exercises/hints/{exercise.id}.md"] = exercise.hints.read_bytes()
         files[f"grader/_solutions/{exercise.id}.py"] = exercise.solution.read_bytes()

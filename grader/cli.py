@@ -24,32 +24,37 @@ from . import exercises
 from .verdict import EXIT_ERROR
 
 USAGE = """\
-grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout SECONDS] [--memory MB]
-                      [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
-       grade init [DIR] [--force]
-       grade list [--json]
-       grade hint EXERCISE [--all] [--reset]
-       grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
-       grade batch [PATH...] --exercise EXERCISE --out DIR [--force] [--jobs N] [--gradebook COURSE]
-       grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
-       grade explain exercise3 [--submission PATH] [--seed N] [--json]"""
+grade EXERCISE [--submission PATH] [--watch] [--json] [options]
+       grade COMMAND ...        (grade COMMAND --help says more)"""
 
+# One line per command, each an example: at most 80 columns (tests/test_help.py).
 DESCRIPTION = """\
-Grade your Transformer exercises. `grade exercise3` grades your working copy of
-exercises/exercise3.py and shows what passed, what failed and why.
+Grade your Transformer exercises: `grade exercise1` grades your working copy,
+exercises/exercise1.py, and shows what passed, what failed and why.
 
-  grade init DIR        write a workspace (exercises, instructions, hints) into DIR
-  grade list            every exercise, its state and what to do next
-  grade hint exercise3  the next hint for an exercise (--all for all of them)
-  grade nbgrader-course DIR   write an nbgrader course with every exercise (for instructors)
-  grade batch submitted/ --exercise exercise3 --out results/   grade a whole class
-  grade gradescope-autograder exercise3 --out autograder.zip  the autograder Gradescope runs
-  grade explain exercise3   measure why the encoder needs two LayerNormalization layers"""
+for students:
+  grade init my-exercises    write a workspace: files to edit, instructions
+  grade list                 every exercise, where you stand, what to do next
+  grade exercise1            grade exercise 1 (also: grade 1)
+  grade exercise1 --watch    grade again each time you save the file
+  grade hint exercise1       the next hint (--all: every hint)
+  grade explain exercise3    measure why the encoder needs two norms
+
+for instructors:
+  grade nbgrader-course course                    an nbgrader course
+  grade batch submitted --exercise 3 --out res    grade a whole class
+  grade gradescope-autograder 3 --out ag.zip      Gradescope's autograder
+  grade 3 --submission FILE --json                one file, JSON verdict"""
 
 EPILOG = """\
-exit codes: 0 every check passed, 1 some check failed, 2 the submission could not be graded.
-environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of --seed,
---timeout and --memory; GRADE_STATE_DIR says where progress and hints are remembered."""
+exit codes: 0 every check passed, 1 some check failed, 2 the submission could
+not be graded.
+environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of
+--seed, --timeout and --memory; GRADE_STATE_DIR says where progress and hints
+are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
+
+# The commands main() dispatches, for suggestions when a name is neither a command nor an exercise.
+COMMANDS = ("init", "list", "hint", "explain", "nbgrader-course", "batch", "gradescope-autograder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,16 +75,47 @@ def main(argv: list[str] | None = None) -> int:
         return batch_command(argv[1:])
     if argv and argv[0] == "explain":
         return explain_command(argv[1:])
+    if _mistyped_command(argv[0]):  # before the arguments meant for that command are refused
+        _exercise_choice(_grade_parser(), argv[0], commands=True)
     return grade_command(argv)
 
 
-def _exercise_choice(parser: argparse.ArgumentParser, value: str):
-    """An exercise by id, or by its number (3 for exercise3)."""
+def _mistyped_command(value: str) -> bool:
+    """``value`` names no exercise, number or file, and is near a command's name."""
+    path = Path(value)
+    return not (value.startswith("-") or value.isdigit() or value in exercises.EXERCISES
+                or path.suffix in (".py", ".ipynb") or path.exists()) and bool(nearest(value, COMMANDS))
+
+
+def nearest(value: str, choices) -> list[str]:
+    """The choices closest to a mistyped ``value``: the best one, or the two that tie for best,
+    and none when nothing is close or too many tie (exercise9 is as near to exercise1 as to 5)."""
+    import difflib
+
+    scored = sorted(((difflib.SequenceMatcher(None, value.lower(), choice).ratio(), choice) for choice in choices),
+                    key=lambda pair: -pair[0])
+    if not scored or scored[0][0] < 0.6:
+        return []
+    best = [choice for score, choice in scored if score == scored[0][0]]
+    return best if len(best) <= 2 else []
+
+
+def _did_you_mean(value: str, commands: bool) -> str:
+    exercise_ids = list(exercises.EXERCISES)
+    found = nearest(value, exercise_ids + (list(COMMANDS) if commands else []))
+    shown = [name if name in exercise_ids else f"grade {name}" for name in found]
+    return f"\ndid you mean {' or '.join(shown)}?" if shown else ""
+
+
+def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
+    """An exercise by id, or by its number (3 for exercise3); a mistyped one gets the nearest
+    name suggested (and, for ``grade NAME``, the nearest command)."""
     if value.isdigit() and f"exercise{int(value)}" in exercises.EXERCISES:
         value = f"exercise{int(value)}"
     if value not in exercises.EXERCISES:
-        parser.error(f"unknown exercise {value!r}; choose from {', '.join(exercises.EXERCISES)} "
-                     "(or a number, or the path of an exercise file)")
+        parser.error(f"unknown exercise {value!r}{_did_you_mean(value, commands)}\n"
+                     f"exercises: {', '.join(exercises.EXERCISES)}, or a number"
+                     + ("\ncommands: grade --help lists them" if commands else ""))
     return exercises.get(value)
 
 
@@ -91,7 +127,7 @@ def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
     path = Path(value)
     if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
                                                            and not path.exists()):
-        return _exercise_choice(parser, value), None
+        return _exercise_choice(parser, value, commands=True), None
     match = re.match(r"(exercise\d+)", path.stem)
     if not match or match.group(1) not in exercises.EXERCISES:
         parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "
@@ -383,6 +419,15 @@ def init_command(argv: list[str]) -> int:
                     + "Use --force to replace them (each is first kept as <name>.bak).\n")
     except OSError as exc:
         parser.exit(EXIT_ERROR, f"grade init: {exc}\n")
+    if result.not_stubs:
+        files = ", ".join(str(p) for p in result.not_stubs)
+        if exercises.INSTALLED_FROM_WHEEL:
+            print(f"warning: this package carries exercise files that differ from the stubs generated from its "
+                  f"solutions, edited or solved where it was built: {files}. The workspace gets the stubs. "
+                  "Do not hand this package out: a wheel built again packs the stubs.", file=sys.stderr)
+        else:
+            print(f"note: the clone this grader runs from has edited exercise files ({files}); the workspace "
+                  "gets the stubs generated from the solutions.", file=sys.stderr)
     for path in result.written:
         backup = result.backups.get(path)
         print(f"wrote {path}" + (f" (your version is kept as {backup.name})" if backup else ""))
@@ -557,6 +602,7 @@ def batch_command(argv: list[str]) -> int:
     if not paths:
         parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
     if args.gradebook is not None:  # refused before grading, not after
+        _require_instructor_tools(parser, "grade batch --gradebook")
         from .gradebook import course_config
 
         try:
@@ -753,6 +799,15 @@ def explain_command(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- nbgrader
 
 
+def _require_instructor_tools(parser: argparse.ArgumentParser, command: str) -> None:
+    """Exit 2 with the install line when the instructor extra is missing."""
+    from .extras import missing_instructor_tools
+
+    why = missing_instructor_tools(command)
+    if why:
+        parser.exit(EXIT_ERROR, f"{why}\n")
+
+
 def course_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade nbgrader-course",
@@ -770,6 +825,7 @@ def course_command(argv: list[str]) -> int:
                         help="replace course files that differ from what would be written, keeping a copy of "
                              "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
+    _require_instructor_tools(parser, "grade nbgrader-course")
     chosen = None
     if args.exercises:
         chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))

@@ -96,6 +96,25 @@ def expected_solution(exercise) -> str:
     return text
 
 
+def fresh_stub(exercise) -> str:
+    """The stub of ``exercise`` as generated from its solution: what a student starts from."""
+    return make_stub(expected_solution(exercise))
+
+
+def edited_stubs() -> list:
+    """The exercises whose file in ``exercises/`` (or, in an installed package, ``_exercises/``)
+    is not their stub as generated: a working copy someone edited, or solved."""
+    edited = []
+    for exercise in exercises.EXERCISES.values():
+        try:
+            current = exercise.stub.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = None
+        if current != fresh_stub(exercise):
+            edited.append(exercise)
+    return edited
+
+
 COURSE = exercises.PROJECT_ROOT / "solutions" / "nbgrader"
 
 
@@ -129,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     if exercises.INSTALLED_FROM_WHEEL:
         print("python -m grader.stubs keeps a clone of the repository in step with its solutions; "
               f"this is an installed package ({exercises.PACKAGE_DIR}), whose files it leaves alone.")
+        return 2
+    from .extras import missing_instructor_tools
+
+    why = missing_instructor_tools("python -m grader.stubs")  # it writes the nbgrader course too
+    if why:
+        print(why, file=sys.stderr)
         return 2
     drifted = []
     for exercise in exercises.EXERCISES.values():

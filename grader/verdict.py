@@ -1,6 +1,6 @@
 """The verdict: the plain result of grading one submission, and its JSON form.
 
-This is the grading contract that tools rely on (see the README): field names,
+This is the grading contract that tools rely on (see docs/command.md): field names,
 statuses, topics and exit codes here are stable.
 """
 

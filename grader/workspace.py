@@ -6,6 +6,10 @@ A workspace is a folder holding ``exercises/``: for every exercise the stub to e
 ``grade EXERCISE`` and ``grade list`` look for ``exercises/`` in the current folder
 and the folders above it, so they work anywhere inside the workspace.
 
+The exercise files are the stubs generated from the solutions: a package built from a clone in
+which someone had solved exercises (or an old wheel that packed them) would otherwise hand out
+answers. Such files are not copied; ``Written.not_stubs`` names them, for ``grade init`` to warn.
+
 Nothing a student wrote is lost: a file that exists and differs from what would be
 written stops the whole run before anything is written, unless ``force`` is given,
 and even then the old file is first kept beside it as ``<name>.bak`` (or ``.bak2``, ...).
@@ -27,6 +31,8 @@ class Written:
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
     backups: dict[Path, Path] = field(default_factory=dict)  # overwritten file -> its copy
+    # exercise files of the package that differ from their stubs (the workspace got the stubs)
+    not_stubs: list[Path] = field(default_factory=list)
 
 
 class WorkspaceConflict(Exception):
@@ -40,9 +46,11 @@ class WorkspaceConflict(Exception):
 
 def workspace_files() -> dict[Path, bytes]:
     """Relative path -> content of every file of a fresh workspace."""
+    from .stubs import fresh_stub
+
     files: dict[Path, bytes] = {}
     for exercise in exercises.EXERCISES.values():
-        files[Path("exercises") / f"{exercise.id}.py"] = exercise.stub.read_bytes()
+        files[Path("exercises") / f"{exercise.id}.py"] = fresh_stub(exercise).encode()
         files[Path("exercises") / f"{exercise.id}.md"] = exercise.instructions.read_bytes()
         files[Path("exercises") / "hints" / f"{exercise.id}.md"] = exercise.hints.read_bytes()
     return files
@@ -60,7 +68,9 @@ def init_workspace(folder: Path, force: bool = False) -> Written:
                  if (folder / relative).exists() and _read(folder / relative) != data]
     if conflicts and not force:
         raise WorkspaceConflict(conflicts)
-    result = Written(folder)
+    from .stubs import edited_stubs
+
+    result = Written(folder, not_stubs=[exercise.stub for exercise in edited_stubs()])
     for relative, data in files.items():
         target = folder / relative
         if target.exists() and _read(target) == data:

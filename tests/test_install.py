@@ -46,7 +46,9 @@ def run(command: list, cwd: Path, env: dict, timeout: float = 900) -> subprocess
 
 
 def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_path):
-    wheel = build_wheel(tmp_path / "wheel")
+    """Built where exercise 1 was solved; installed as a student installs it, then with the
+    instructor's extra."""
+    wheel = build_wheel(tmp_path / "wheel", solved=("exercise1",))
     venv = tmp_path / "venv"
     env = environment(tmp_path, [str(venv / "bin"), BASE_PYTHON_BIN, *SYSTEM_PATH])
     made = run([sys.executable, "-m", "venv", venv], tmp_path, env)
@@ -92,6 +94,16 @@ def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_pa
     assert hint.returncode == 0 and "hint 1 of" in hint.stdout
     outside = run([grade, "exercise1"], elsewhere, env)
     assert outside.returncode == 2 and "grade init DIR" in outside.stderr
+    # A student's install has no notebook tools; the instructor's commands say how to add them.
+    notebook_tools = run([venv / "bin" / "python", "-c", "import importlib.util as u; print([m for m in "
+                          "('nbgrader', 'jupyterlab', 'notebook', 'nbformat') if u.find_spec(m)])"], elsewhere, env)
+    assert notebook_tools.stdout.strip() == "[]", notebook_tools.stdout + notebook_tools.stderr
+    refused = run([grade, "nbgrader-course", "course"], elsewhere, env)
+    assert refused.returncode == 2 and not (elsewhere / "course").exists()
+    assert "pip install 'transformer-exercises[instructor]'" in refused.stderr, refused.stderr
+    instructor = run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
+                      f"{wheel}[instructor]"], tmp_path, env, INSTALL_TIMEOUT)
+    assert instructor.returncode == 0, instructor.stdout[-3000:] + instructor.stderr[-3000:]
 
     # An instructor: a Gradescope zip whose wheel is the installed package, file for file.
     zipped = run([grade, "gradescope-autograder", "exercise3", "--out", "autograder.zip"], elsewhere, env)

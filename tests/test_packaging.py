@@ -17,17 +17,25 @@ from grader.autograder_zip import package_files
 ROOT = exercises.PROJECT_ROOT
 
 
-def build_wheel(out: Path) -> Path:
+SOLVED = ("exercise1", "exercise3", "exercise4")
+
+
+def build_wheel(out: Path, solved: tuple[str, ...] = ()) -> Path:
     """The wheel pip builds from a copy of this clone's sources (a build in the clone would leave
-    build/ behind, whose stale files setuptools would pack into later wheels)."""
+    build/ behind, whose stale files setuptools would pack into later wheels), in which the
+    exercises ``solved`` have their solution as working copy. pip's build log is kept beside the
+    wheel, as build.log."""
     source = out / "source"
-    for name in ("pyproject.toml", "README.md"):
-        source.mkdir(parents=True, exist_ok=True)
+    source.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
         shutil.copy(ROOT / name, source / name)
-    for name in ("grader", "exercises", "solutions"):
+    for name in ("grader", "exercises", "solutions", "tools"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source),
+    for exercise_id in solved:
+        shutil.copy(ROOT / "solutions" / f"{exercise_id}.py", source / "exercises" / f"{exercise_id}.py")
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", str(source),
                              "-w", str(out)], capture_output=True, text=True, timeout=900)
+    (out / "build.log").write_text(result.stdout + result.stderr, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     (path,) = out.glob("transformer_exercises-*.whl")
     return path
@@ -35,7 +43,22 @@ def build_wheel(out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    """Built where exercises 1, 3 and 4 were solved, as an instructor who tried them would."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"), solved=SOLVED)
+
+
+def test_a_wheel_built_where_exercises_were_solved_ships_their_stubs(wheel):
+    from grader.stubs import fresh_stub
+
+    with zipfile.ZipFile(wheel) as archive:
+        for exercise in exercises.EXERCISES.values():
+            shipped = archive.read(f"grader/_exercises/{exercise.id}.py").decode()
+            assert shipped == fresh_stub(exercise) == exercise.stub.read_text(encoding="utf-8"), exercise.id
+            assert "raise NotImplementedError()" in shipped and shipped != exercise.solution.read_text()
+    log = (wheel.parent / "build.log").read_text(encoding="utf-8")
+    for exercise_id in SOLVED:  # the build says which working copies it left out
+        assert f"source/exercises/{exercise_id}.py differs from the stub generated from its solution" in log
+    assert "exercise2.py differs" not in log
 
 
 def test_every_package_of_the_grader_is_in_the_wheel_list():

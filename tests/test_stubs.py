@@ -50,6 +50,6 @@ def test_ci_runs_the_readme_test_command():
 
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text(encoding="utf-8")
-    command = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python -m pytest"
+    command = """python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest"""
     assert command in readme
     assert command in (root / ".ci" / "run").read_text(encoding="utf-8")

@@ -106,3 +106,36 @@ def test_installed_package_outside_a_workspace_points_to_grade_init(tmp_path, mo
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert out.count("no workspace") == len(exercises.EXERCISES) and "`grade init DIR`" in out
+
+
+@pytest.mark.parametrize("from_wheel, says", [
+    (True, "warning: this package carries exercise files that differ from the stubs"),
+    (False, "note: the clone this grader runs from has edited exercise files"),
+])
+def test_init_from_a_package_that_carries_a_solved_exercise_warns_and_writes_the_stub(
+        tmp_path, monkeypatch, capsys, from_wheel, says):
+    """A wheel built by an older build step (or a clone's working copies) may hold answers: the
+    workspace gets the stub generated from the solution, and init names the file it left out."""
+    import shutil
+
+    from grader.stubs import fresh_stub
+
+    shipped = tmp_path / "package" / "_exercises"
+    shutil.copytree(exercises.EXERCISES_DIR, shipped)
+    solved = shipped / "exercise3.py"
+    solved.write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(exercises, "EXERCISES_DIR", shipped)
+    monkeypatch.setattr(exercises, "INSTALLED_FROM_WHEEL", from_wheel)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "ws"]) == 0
+    err = capsys.readouterr().err
+    assert says in err and str(solved) in err and "exercise1.py" not in err
+    written = tmp_path / "ws" / "exercises" / "exercise3.py"
+    assert written.read_text(encoding="utf-8") == fresh_stub(exercises.get("exercise3"))
+    assert "raise NotImplementedError()" in written.read_text(encoding="utf-8")
+
+
+def test_init_from_a_package_of_stubs_says_nothing_more(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["init", "ws"]) == 0
+    assert capsys.readouterr().err == ""
