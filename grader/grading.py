@@ -273,21 +273,22 @@ def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -
     return Grading(exercise_id, submission, settings).finish()
 
 
-def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2):
+def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2, runner=Child):
     """Yield (submission, verdict) in order, with up to ``jobs`` children running at once."""
-    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs):
+    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs, runner):
         yield path, verdict
 
 
-def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2):
+def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2, runner=Child):
     """Yield (exercise_id, submission, verdict) for (exercise_id, submission) items, in order,
-    with up to ``jobs`` children running at once; checks run one submission at a time here."""
+    with up to ``jobs`` gradings going at once (``runner`` starts each child: a fresh process by
+    default, a fork of the batch's warm worker with ``grader.batch.Workers()``)."""
     pending: list[Grading] = []
     queue = list(items)
     while queue or pending:
         while queue and len(pending) < max(1, jobs):
             exercise_id, submission = queue.pop(0)
-            pending.append(Grading(exercise_id, submission, settings))
+            pending.append(Grading(exercise_id, submission, settings, runner=runner))
         grading = pending.pop(0)
         yield grading.exercise.id, grading.path, grading.finish()
 

@@ -17,6 +17,7 @@ os.environ["COLUMNS"] = "100"
 os.environ.pop("LINES", None)
 
 JOBS = max(1, min(3, os.cpu_count() or 1))
+WARM_JOBS = 2 * JOBS  # forked gradings wait part of their time for the grader: more of them keep the cores busy
 
 
 def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, settings: Settings = Settings()):
@@ -50,10 +51,18 @@ def catalog_verdicts(tmp_path_factory):
             path = folder / exercise.id / f"{name}.py"
             path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
+    from grader.batch import Workers
     from grader.grading import grade_pairs
 
     names = {path.resolve(): name for _, name, path in items}
-    return {
-        (exercise_id, names[path]): verdict
-        for exercise_id, path, verdict in grade_pairs([(e, p) for e, _, p in items], jobs=JOBS)
-    }
+    # forked from the batch's warm worker (TensorFlow imported once), as grade batch grades a class;
+    # tests/test_batch.py shows those verdicts equal a fresh grading process's
+    workers = Workers()
+    try:
+        return {
+            (exercise_id, names[path]): verdict
+            for exercise_id, path, verdict in grade_pairs([(e, p) for e, _, p in items], jobs=WARM_JOBS,
+                                                          runner=workers)
+        }
+    finally:
+        workers.close()

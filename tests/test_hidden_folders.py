@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import grader
 from grader.child import landlock
 from grader.exercises import EXERCISES_DIR, SOLUTIONS_DIR
 from grader.sandbox import limits
@@ -82,9 +83,11 @@ def test_a_python_folder_inside_a_hidden_one_stays_readable(tmp_path):
     assert rules == [(str(tree["site"]), landlock.READ_RIGHTS)]
 
 
-def test_every_grading_hides_the_solutions_and_the_folders_it_is_told_to():
+def test_every_grading_hides_the_solutions_the_checks_and_the_folders_it_is_told_to():
     hidden = limits(10, 100, ["/srv/class/alice"])["hidden"]
-    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), "/srv/class/alice"]
+    package = Path(grader.__file__).resolve().parent
+    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), str(package / "checks"),
+                      str(package / "judge"), "/srv/class/alice"]
 
 
 PROBE = textwrap.dedent("""
