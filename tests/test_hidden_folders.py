@@ -20,7 +20,7 @@ import pytest
 import grader
 from grader.child import landlock
 from grader.exercises import EXERCISES_DIR, SOLUTIONS_DIR
-from grader.sandbox import limits
+from grader.sandbox import judging_folders, limits
 
 
 def _tree(root: Path) -> dict[str, Path]:
@@ -168,4 +168,4 @@ def test_a_class_is_hidden_whole_and_the_child_sees_no_roster(tmp_path):
     assert str(course.resolve()) in private and str(elsewhere.resolve()) in private
     job_private = [*private, str(found.submissions[0].path.parent)]
     assert limits(10, 100, job_private)["hidden"] == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
-                                                      str(course.resolve()), str(elsewhere.resolve())]
+                                                      *judging_folders(), str(course.resolve()), str(elsewhere.resolve())]
