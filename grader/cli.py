@@ -115,6 +115,10 @@ def _grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
     parser.add_argument("--watch", action="store_true",
                         help="grade again every time the file is saved (Ctrl-C to stop)")
+    parser.add_argument("--details", action="store_true",
+                        help="show the full header: seed, limits, versions and every sandbox measure")
+    parser.add_argument("--all-checks", action="store_true",
+                        help="list every check, passed ones included (by default a topic that passed is one line)")
     add_settings_arguments(parser)
     platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
     platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
@@ -213,7 +217,7 @@ def grade_command(argv: list[str]) -> int:
 
             from .report import render
 
-            Console().print(render(verdict))
+            Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
         return verdict.exit_code
 
     from rich.console import Console
@@ -223,9 +227,10 @@ def grade_command(argv: list[str]) -> int:
         say(console, note, "yellow")
     if submission.is_dir():
         submission = _submission_in(exercise, submission, parser)
+    view = {"details": args.details, "all_checks": args.all_checks}
     if args.watch:
-        return watch(exercise, submission, settings, console)
-    return grade_and_show(exercise, submission, settings, console).exit_code
+        return watch(exercise, submission, settings, console, view)
+    return grade_and_show(exercise, submission, settings, console, view=view).exit_code
 
 
 def grade_and_write_results(exercise, submission: Path, settings, args):
@@ -270,9 +275,12 @@ def _submission_in(exercise, folder: Path, parser) -> Path:
         parser.exit(EXIT_ERROR, f"grade: {exc}\n")
 
 
-def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None):
+def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None,
+                   view: dict | None = None):
     """Grade and print the report; ``runner`` starts the child (a fresh process by default, a fork
-    of the warm worker in watch mode)."""
+    of the warm worker in watch mode); ``view`` holds the report's options (``details``,
+    ``all_checks``). In watch mode the new report replaces the last one on the screen once it is
+    ready."""
     from . import progress
     from .grading import Grading
     from .report import render
@@ -283,11 +291,13 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
         verdict = grading.finish()
     progress.record_verdict(verdict)
     verdict.context["watching"] = watching
-    console.print(render(verdict))
+    if watching:
+        console.clear()
+    console.print(render(verdict, **(view or {})))
     return verdict
 
 
-def watch(exercise, submission: Path, settings, console) -> int:
+def watch(exercise, submission: Path, settings, console, view: dict | None = None) -> int:
     """Grade now, then again after every save of ``submission``, until Ctrl-C."""
     from watchfiles import watch as watch_files
 
@@ -308,7 +318,8 @@ def watch(exercise, submission: Path, settings, console) -> int:
     workers = Workers()
     try:
         return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
-                                                                       watching=True, runner=workers), console)
+                                                                       watching=True, runner=workers, view=view),
+                          console)
     finally:
         workers.close()
 
@@ -323,25 +334,36 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     from .progress import file_digest
 
     graded = file_digest(submission)
-    verdict = grade_once()
-    _waiting(console, submission)
+    verdict = _timed(grade_once, console, submission)
     try:
         for _changes in wakeups:
             current = file_digest(submission)
             if current is None or current == graded:
                 continue
             graded = current
-            console.clear()
-            verdict = grade_once()
-            _waiting(console, submission)
+            verdict = _timed(grade_once, console, submission)
     except KeyboardInterrupt:
         pass
     return verdict.exit_code
 
 
-def _waiting(console, submission: Path) -> None:
-    say(console, f"Watching {submission} — save it to grade again, Ctrl-C to stop.", "dim")
+def _timed(grade_once, console, submission: Path):
+    """Grade, then the one status line under the report: when the file was saved, how long the
+    grading took."""
+    import time
+    from datetime import datetime
+
+    started = time.monotonic()
+    verdict = grade_once()
+    seconds = time.monotonic() - started
+    try:
+        saved = "saved " + datetime.fromtimestamp(submission.stat().st_mtime).strftime("%H:%M:%S")
+    except OSError:
+        saved = "not on disk"
+    say(console, f"Watching {submission.name} · {saved} · graded in {seconds:.1f} s · save to grade again, "
+                 "Ctrl-C to stop.", "dim")
     console.file.flush()
+    return verdict
 
 
 def find_working_copy(exercise) -> Path | None:

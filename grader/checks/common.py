@@ -284,7 +284,8 @@ def trainable_keys(forward: dict) -> set[str]:
     return {str(k) for k in forward.get("trainable") or []}
 
 
-def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str]) -> None:
+def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str],
+                            why: str | None = None) -> None:
     observed = Counter(tuple(np.shape(values[k])) for k in trainable_keys(forward) if k in values)
     wanted = Counter(expected)
     if observed == wanted:
@@ -294,9 +295,25 @@ def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], 
         f"{sum(observed.values())} trainable weights; missing shapes {shape_list(wanted - observed)}, "
         f"unexpected shapes {shape_list(observed - wanted)}.{hint}",
         f"{sum(wanted.values())} trainable weights: {summary}.",
-        "The weight list is the layer's architecture: a different width or a missing "
+        why or "The weight list is the layer's architecture: a different width or a missing "
         "trainable part changes what the layer can learn.",
     )
+
+
+def reused_norms(structure: Structure) -> int:
+    """How many norm positions of the call reuse an instance called before (0: none)."""
+    steps = structure.norm_steps
+    return len(steps) - len({s.event["layer"] for s in steps})
+
+
+def shared_norm_reason(structure: Structure) -> tuple[list[str], str | None]:
+    """(hints, why) for a weight list short of a norm because one instance serves two positions:
+    the explanation of the shared norm, so the report tells it as one cause."""
+    reused = reused_norms(structure)
+    if not reused:
+        return [], None
+    return [f"one LayerNormalization instance is called at {reused + 1} norm positions, so the gamma and beta "
+            "of the other norm are missing"], SHARED_NORM_WHY
 
 
 def attention_hints(structure: Structure, dims: dict, values: dict) -> list[str]:
@@ -535,10 +552,13 @@ def assert_config_own_keys(config: dict, expected: dict, class_name: str) -> Non
 
 def assert_from_config(config_phase: dict) -> None:
     if config_phase["rebuilt_name"] != LAYER_NAME:
+        config = config_phase.get("config") if isinstance(config_phase.get("config"), dict) else {}
         fail(
             f"the rebuilt layer is named {config_phase['rebuilt_name']!r}, not '{LAYER_NAME}'.",
             "from_config(get_config()) to keep the name.",
-            "Keras matches saved weights to layers partly by name; **kwargs must reach super().__init__.",
+            "Keras matches saved weights to layers partly by name; **kwargs must reach super().__init__."
+            + ("" if config.get("name") == LAYER_NAME else
+               " The config does not hold the layer's name: see config.base_keys."),
         )
     if config_phase["rebuilt_shapes"] != config_phase["original_shapes"]:
         fail(

@@ -18,7 +18,7 @@ from .common import (  # noqa: F401  (fixtures are used by name)
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
-    attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
+    attention_shapes, shared_norm_reason, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
     ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, observed_call,
     padding, pseudo_steps_of,
     raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
@@ -114,7 +114,9 @@ def check_trainable_list(forward, structure, dims, values):
     expected = attention_shapes(e, dims["num_heads"]) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 4
     summary = ("8 for MultiHeadAttention(num_heads, key_dim=embed_dim), 4 for Dense(dense_dim) and "
                "Dense(embed_dim), 2 for each norm")
-    assert_trainable_shapes(forward, values, expected, summary, attention_hints(structure, dims, values))
+    shared, why = shared_norm_reason(structure)
+    assert_trainable_shapes(forward, values, expected, summary, shared + attention_hints(structure, dims, values),
+                            why)
     structure.confirm()
 
 
