@@ -906,6 +906,54 @@ def check_phase_ran(evidence, phase: str, check_id: str) -> dict:
 # --------------------------------------------------------------------------- forward
 
 
+INFERENCE_WHY = (
+    "Code that uses a trained layer calls it without `training` — model(x), a layer inside a model called "
+    "that way — and Keras then gives your call() the default of its `training` argument. Dropout (and any "
+    "other noise) must be off unless training is True: write call(..., training=None) and pass "
+    "training=training on to Dropout, never training=True. Otherwise every prediction is random."
+)
+
+
+def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bool = True) -> None:
+    """Called twice on the same input without ``training``, the layer (``layer_too``) and a model
+    holding it return the same numbers, and they are the parent's own output of the verified call
+    with training=False (``expected``): the child's outputs are compared with the parent's numbers,
+    never only with each other."""
+    from .evidence import format_student_error
+
+    error = evidence.error("inference")
+    if error is not None and not (error.get("internal") and not error.get("student_frames")):
+        from .framework import CheckFailed
+
+        raise CheckFailed(format_student_error(
+            f"Your code raised {error.get('type', 'an error')} when called without `training`", error))
+    data = evidence.phase("inference")
+    calls = ([("your layer", data.get("layer"))] if layer_too else []) + [("a model holding it" if layer_too
+                                                                          else "your model", data.get("model"))]
+    for who, outputs in calls:
+        if not isinstance(outputs, list) or len(outputs) != 2 or \
+                not all(isinstance(o, np.ndarray) for o in outputs):
+            fail(f"{who}, called without `training`, did not return a tensor.",
+                 "one tensor, the same as with training=False.", INFERENCE_WHY)
+        first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
+        if first.shape != second.shape or not np.array_equal(first, second):
+            spread = (f" (they differ by up to {np.abs(first - second).max():.3g})"
+                      if first.shape == second.shape and np.all(np.isfinite(first - second)) else "")
+            fail(
+                f"called twice on the same input without `training`, {who} returned different outputs{spread}: "
+                "something random (a Dropout) is active at inference.",
+                "the same output at every call: with no `training` given, Dropout is off.",
+                INFERENCE_WHY,
+            )
+    for who, outputs in calls:
+        if not close(outputs[0], expected):
+            fail(
+                f"called without `training`, {who} computes something other than with training=False.",
+                "the same output with or without training=False: at inference the layer computes one function.",
+                INFERENCE_WHY,
+            )
+
+
 def self_attention_inputs(step, program, what: str):
     """A check that attention got the call's first argument as query and value."""
 

@@ -14,6 +14,7 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    assert_deterministic_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
@@ -279,7 +280,7 @@ WHYS = {
 }
 
 
-@check("forward.post_norm", "Computes the post-norm encoder", "forward", points=3)
+@check("forward.post_norm", "Computes the post-norm encoder", "forward", points=2)
 def check_post_norm(plain, job, values):
     if not plain.verified:
         explain_unverified(plain, POST_NORM)
@@ -313,3 +314,8 @@ def check_post_norm(plain, job, values):
         np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
         correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"), whys=WHYS,
     )
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

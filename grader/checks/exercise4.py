@@ -12,6 +12,7 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    assert_deterministic_inference,
     Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
@@ -361,7 +362,7 @@ WHYS = {
 }
 
 
-@check("forward.decoder", "Computes the post-norm decoder", "forward", points=3)
+@check("forward.decoder", "Computes the post-norm decoder", "forward", points=2)
 def check_decoder(plain, job, values):
     if not plain.verified:
         explain_unverified(plain, DECODER)
@@ -395,3 +396,8 @@ def check_decoder(plain, job, values):
     variants = decoder_variants(x, encoder, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
                              whys=WHYS)
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))
