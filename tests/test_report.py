@@ -132,6 +132,7 @@ def test_check_ids_never_wrap_at_80_columns():
 
 
 def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
+    from grader.checks.advice import parts_of
     from grader.checks.evidence import clean_message, format_student_error
 
     raw = ("{{function_node __wrapped__AddV2_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
@@ -142,7 +143,18 @@ def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
         "student_frames": [{"line": 78, "function": "call", "code": "return self.norm(a + b)"}]})
     assert "function_node" not in shown and "job:localhost" not in shown
     assert "at line 78, in call: return self.norm(a + b)" in shown
-    assert "(3,6,8) and (3,6,16)" in shown and "embed_dim" in shown
+    assert "(3,6,8) and (3,6,16)" in shown and "embed_dim" not in shown  # no exercise: no part named
+    encoder = format_student_error("Your code raised InvalidArgumentError", {
+        "type": "InvalidArgumentError", "message": raw,
+        "student_frames": [{"line": 78, "function": "call", "code": "return self.norm(a + b)"}]},
+        parts_of({"dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}}))
+    assert "last Dense of the feed-forward" in encoder and "axes a mask was expanded on" in encoder
+    embedding = format_student_error("Your code raised InvalidArgumentError", {
+        "type": "InvalidArgumentError", "message": "Incompatible shapes: [3,7,8] vs. [10,8]",
+        "student_frames": [{"line": 40, "function": "call", "code": "return a + b"}]},
+        parts_of({"dims": {"sequence_length": 10, "input_dim": 50, "output_dim": 8}}))
+    assert "positions cover only the input's length" in embedding
+    assert "feed-forward" not in embedding and "mask" not in embedding
     keras2 = format_student_error("Your code raised TypeError", {
         "type": "TypeError", "message": "MultiHeadAttention.call() got multiple values for argument 'query_mask'"})
     assert "fourth positional argument is query_mask" in keras2

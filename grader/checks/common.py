@@ -919,6 +919,7 @@ def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bo
     holding it return the same numbers, and they are the parent's own output of the verified call
     with training=False (``expected``): the child's outputs are compared with the parent's numbers,
     never only with each other."""
+    from .advice import parts_of
     from .evidence import format_student_error
 
     error = evidence.error("inference")
@@ -926,7 +927,8 @@ def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bo
         from .framework import CheckFailed
 
         raise CheckFailed(format_student_error(
-            f"Your code raised {error.get('type', 'an error')} when called without `training`", error))
+            f"Your code raised {error.get('type', 'an error')} when called without `training`", error,
+            parts_of(evidence.public_job)))
     data = evidence.phase("inference")
     calls = ([("your layer", data.get("layer"))] if layer_too else []) + [("a model holding it" if layer_too
                                                                           else "your model", data.get("model"))]

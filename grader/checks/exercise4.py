@@ -21,6 +21,7 @@ from .common import (  # noqa: F401  (fixtures are used by name)
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
     trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call,
 )
+from .advice import parts_of
 from .evidence import format_student_error
 from .reference import decoder_variants, resolve
 
@@ -315,7 +316,7 @@ def check_lengths(evidence, job):
             built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
             fail(
-                format_student_error(f"your layer raised on {what} ({built})", error),
+                format_student_error(f"your layer raised on {what} ({built})", error, parts_of(evidence.public_job)),
                 "a decoder that works for any target and source lengths.",
                 "Sentences have many lengths. Build the causal mask in call() from the target's length at run "
                 "time — keras.ops.shape(inputs)[1], not inputs.shape[1], which is None in a functional model "
