@@ -504,37 +504,87 @@ def _state(status: str) -> str:
 def hint_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade hint",
-        description="Show the next hint for an exercise; each call shows one more.",
+        description="Show a hint for the first problem your report starts with: your working copy is graded "
+                    "(or its last grading reused, if the file has not changed since), and the least revealing "
+                    "hint for that problem is shown; each call after that shows a more detailed one.",
     )
     parser.add_argument("exercise", help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--submission", type=Path, metavar="PATH",
+                        help="choose the hint for this .py file or .ipynb notebook instead of your working copy")
     parser.add_argument("--all", action="store_true", help="show every hint at once")
     parser.add_argument("--reset", action="store_true", help="start again from the first hint")
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
 
     from rich.console import Console
-    from rich.markdown import Markdown
-    from rich.panel import Panel
 
     from . import progress
-    from .hints import read_hints
+    from .hints import read_tagged_hints
 
-    hints = read_hints(exercise.hints)
+    hints = read_tagged_hints(exercise.hints)
     console = Console()
     if args.reset:
         progress.reset_hints(exercise.id)
         if not args.all:
-            console.print(f"Hints for {exercise.id} start again from hint 1.")
+            console.print(f"Hints for {exercise.id} start again from the least revealing one.")
             return 0
-    shown = range(len(hints)) if args.all else [progress.next_hint(exercise.id, len(hints))]
-    for index in shown:
-        console.print(Panel(Markdown(hints[index]), title=f"{exercise.id} — hint {index + 1} of {len(hints)}",
-                            title_align="left", border_style="cyan"))
-    if not args.all:
-        last = shown[-1] + 1 == len(hints)
-        console.print("[dim]That was the last hint.[/dim]" if last else
-                      f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
+    if args.all:
+        for hint in hints:
+            _show_hint(console, exercise, hint, len(hints))
+        return 0
+    path = (args.submission or find_working_copy(exercise))
+    settings = resolve_settings(argparse.Namespace(seed=None, timeout=None, memory=None), parser)
+    last = _last_grading(exercise, path.resolve(), settings, console) if path is not None and path.is_file() \
+        else None
+    if last is not None and last["status"] == "passed":
+        say(console, f"Every check of {exercise.id} passes: no hint needed. `grade hint {exercise.id} --all` "
+                     "shows them all.", "green")
+        return 0
+    causes = (last or {}).get("causes") or []
+    if causes:
+        from .hints import choose
+
+        root = causes[0][0]
+        chosen = choose(hints, causes[0], progress.next_cause_hint(exercise.id, root))
+        if chosen is not None:
+            hint, place, count = chosen
+            _show_hint(console, exercise, hint, len(hints), root)
+            more = (f"Still stuck there? `grade hint {exercise.id}` again gives a more detailed one "
+                    f"({place + 1} of {count} for it)." if place + 1 < count else
+                    f"That is the most detailed hint for it; `grade hint {exercise.id} --all` shows every hint.")
+            say(console, f"Your report starts with {root}. {more}", "dim")
+            return 0
+    if last is not None and last["status"] == "error" and last.get("error"):
+        say(console, f"Your file could not be graded: {last['error']}", "magenta")
+    index = progress.next_hint(exercise.id, len(hints))
+    _show_hint(console, exercise, hints[index], len(hints))
+    last_one = index + 1 == len(hints)
+    console.print("[dim]That was the last hint.[/dim]" if last_one else
+                  f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
     return 0
+
+
+def _last_grading(exercise, path: Path, settings, console) -> dict | None:
+    """The remembered grading of ``path``'s current content, else a new one (remembered)."""
+    from . import progress
+
+    last = progress.last_verdict(path)
+    if last is not None and "causes" in last:
+        return last
+    from .grading import grade
+
+    with console.status(f"Grading {path} to find the hint you need …", spinner="dots"):
+        verdict = grade(exercise.id, path, settings)
+    progress.record_verdict(verdict)
+    return progress.last_verdict(path)
+
+
+def _show_hint(console, exercise, hint, count: int, check_id: str | None = None) -> None:
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    title = f"{exercise.id} — hint {hint.number} of {count}" + (f", for {check_id}" if check_id else "")
+    console.print(Panel(Markdown(hint.text), title=title, title_align="left", border_style="cyan"))
 
 
 # --------------------------------------------------------------------------- batch
