@@ -785,6 +785,8 @@ def explain_command(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true",
                         help='print only {"exercise", "submission", "subject", "claims": [{"id", "claim", '
                              '"measured", "verdict", "summary"}]} on stdout')
+    parser.add_argument("--details", action="store_true",
+                        help="show the evidence behind each claim: tables, plots, seeds, versions and the sandbox")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed of the experiments: seeds N, N+1 and N+2 are trained (default {DEFAULT_SEED})")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -818,7 +820,7 @@ def explain_command(argv: list[str]) -> int:
     console = Console()
     with console.status("Starting …", spinner="dots") as status:
         explanation = explain(exercise.id, submission, settings, on_progress=status.update)
-    console.print(render(explanation))
+    console.print(render(explanation, details=args.details))
     return explanation.exit_code
 
 
