@@ -124,3 +124,22 @@ def root_causes(checks) -> list[Cause]:
 def first_cause(checks) -> Cause | None:
     causes = root_causes(checks)
     return causes[0] if causes else None
+
+
+def told_once(checks) -> dict[str, str]:
+    """The message each check that did not pass gets in an output listing every check (nbgrader's
+    cells, Gradescope's tests, PrairieLearn's): the first check of a cause keeps its message and
+    names the checks it also fails; the other failed checks of that cause point to it instead of
+    repeating it; checks kept from running keep their own one-line reason."""
+    messages: dict[str, str] = {}
+    for cause in root_causes(checks):
+        root = cause.root
+        message = root.message or ""
+        if cause.also:
+            message += f"\nAlso fails because of this: {', '.join(c.id for c in cause.also)}."
+        messages[root.id] = message
+        for check in cause.also:
+            messages[check.id] = f"Same cause as {root.id} ({root.title}): its message says what to fix."
+        for check in cause.unchecked:
+            messages[check.id] = check.message
+    return messages
