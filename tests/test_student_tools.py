@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -272,3 +273,45 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
         assert essentials(warm) == essentials(grade(exercise.id, cold, settings))
     assert verdicts[0].status == "failed" and verdicts[1].status == "passed"
     assert any(c.id == "weights.two_norms" and c.status == "failed" for c in verdicts[0].checks)
+
+
+def test_watch_mode_shows_each_report_in_place_under_one_status_line(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+    from watchfiles import Change
+
+    from grader import cli, grading
+    from grader.verdict import CheckResult, summarise
+
+    verdict = summarise("exercise3", str(tmp_path / "exercise3.py"), [
+        CheckResult("api.constructor", "Builds", "api", "failed", 0, 1, "Observed: x\nExpected: y\nWhy it matters: z")],
+        {"title": "The Transformer encoder", "seed": 0, "timeout": 120.0, "memory_mb": 4096})
+
+    class Finished:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def finish(self):
+            return verdict
+
+    monkeypatch.setattr(grading, "Grading", Finished)
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
+    submission = tmp_path / "exercise3.py"
+    submission.write_text("version 1")
+
+    def wakeups():
+        submission.write_text("version 2")
+        yield {(Change.modified, str(submission))}
+        raise KeyboardInterrupt
+
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    grade_once = lambda: cli.grade_and_show(exercises.get("exercise3"), submission, None, console, watching=True)  # noqa: E731
+    cli.watch_loop(submission, wakeups(), grade_once, console)
+    screens = console.file.getvalue().split("\x1b[2J")
+    assert len(screens) == 3 and "Transformer encoder" not in screens[0]  # each report on a cleared screen
+    for screen in screens[1:]:
+        assert screen.count("exercise3 — The Transformer encoder") == 1
+        status = [line for line in screen.splitlines() if "Watching" in line]
+        assert len(status) == 1 and re.search(r"saved \d\d:\d\d:\d\d · graded in \d+\.\d s", status[0])
+        assert "save: the grader runs again." in " ".join(screen.split())
