@@ -18,6 +18,42 @@ from .verdict import TOPICS
 
 CHECK_ID = re.compile(r"\b(?:" + "|".join(TOPICS) + r")\.[a-z_]+\b")
 WHY = "Why it matters:"
+ERROR_LINE = re.compile(r"^\s+[A-Za-z_.]*(?:Error|Exception|Exit|Interrupt)[A-Za-z_]*: ")
+STUDENT_LINE = re.compile(r"^\s+at (?:line \d+|.+), in ")
+
+# When the first check fails, a failure of the others follows from it: they use what it checks (a
+# layer whose call returns no tensor fails everything after; a config without a key cannot be
+# rebuilt or saved; attention that sees padding lets padding change the output). Their failures are
+# told as the same cause, under it. "topic.*" stands for every check of the topic, "*" for all.
+FOLLOWS = {
+    "api.constructor": ("*",),
+    "api.output_shape": ("*",),
+    "api.model": ("*",),
+    "config.base_keys": ("config.from_config", "config.keras_file"),
+    "config.own_keys": ("config.from_config", "config.keras_file"),
+    "config.from_config": ("config.keras_file",),
+    "weights.one_norm": ("weights.trainable_list", "gradients.*", "forward.*"),
+    "weights.two_norms": ("weights.trainable_list", "gradients.norms_differ", "gradients.norms_diverge"),
+    "weights.three_norms": ("weights.trainable_list", "gradients.norms_differ"),
+    "weights.norm_parameters": ("weights.trainable_list", "gradients.norms_differ", "gradients.norms_diverge"),
+    "weights.two_tables": ("weights.trainable_list", "gradients.*", "forward.*"),
+    "forward.sum": ("gradients.*",),
+    "mask.values": ("mask.functional",),
+    "mask.attention_mask_shape": ("mask.masks_keys", "mask.padding_invariance"),
+    "mask.masks_keys": ("mask.padding_invariance",),
+    "mask.cross_attention_mask": ("mask.encoder_padding_invariance",),
+    "mask.end_to_end": ("mask.padding_invariance",),
+    "forward.call_order": ("forward.post_norm",),
+}
+
+
+def follows(upstream: str, downstream: str) -> bool:
+    """Whether a failure of ``upstream`` explains one of ``downstream`` (``FOLLOWS``)."""
+    for pattern in FOLLOWS.get(upstream, ()):
+        if pattern == "*" or pattern == downstream or (
+                pattern.endswith(".*") and downstream.startswith(pattern[:-1])):
+            return downstream != upstream
+    return False
 
 
 @dataclass
@@ -57,12 +93,14 @@ def why_of(message: str) -> str:
 
 
 def crash_of(message: str) -> str:
-    """The body of a "Your code raised ..." message (the error and the lines of the student's file
-    it passed through), whatever check reported it; "" for other messages."""
+    """The error a message reports the student's code raised — its first line and the lines of the
+    student's file it passed through — whatever check reported it and in whatever words; "" when
+    the message reports no error."""
     lines = (message or "").splitlines()
-    if not lines or not lines[0].startswith("Your code raised"):
+    error = next((line.strip() for line in lines if ERROR_LINE.match(line)), "")
+    if not error:
         return ""
-    return "\n".join(lines[1:]).strip()
+    return "\n".join([error] + [line.strip() for line in lines if STUDENT_LINE.match(line)])
 
 
 def root_causes(checks) -> list[Cause]:
@@ -102,23 +140,33 @@ def root_causes(checks) -> list[Cause]:
                 join(check.id, seen[key])
             else:
                 seen[key] = check.id
-    causes: dict[str, Cause] = {}
+    failed = [c for c in told if c.status == "failed"]
+    for upstream in failed:
+        for downstream in failed:
+            if follows(upstream.id, downstream.id):
+                join(upstream.id, downstream.id)
+    groups: dict[str, list] = {}
     for check in told:
-        root = find(check.id)
-        if root == check.id:
-            causes[root] = Cause(check)
-        else:
-            causes[root].also.append(check)
+        groups.setdefault(find(check.id), []).append(check)
+    causes: dict[str, Cause] = {}
+    for group in groups.values():
+        # told by a check no other check of the group explains, the first of those in report order
+        sources = [c for c in group if not any(follows(other.id, c.id) for other in group)] or group
+        root = sources[0]
+        cause = Cause(root, [c for c in group if c is not root])
+        for check in group:
+            causes[check.id] = cause
     for check in ordered:
         if check.status == "skipped" and check.cause:
             root, hops = check.cause, 0
             while root in by_id and by_id[root].cause and hops < len(by_id):
                 root, hops = by_id[root].cause, hops + 1
             if root in parent:
-                causes[find(root)].unchecked.append(check)
+                causes[root].unchecked.append(check)
             else:  # the check named as the reason passed, or is unknown: told on its own
                 causes[check.id] = Cause(check)
-    return sorted(causes.values(), key=lambda cause: position[cause.root.id])
+    unique = {id(cause): cause for cause in causes.values()}
+    return sorted(unique.values(), key=lambda cause: position[cause.root.id])
 
 
 def first_cause(checks) -> Cause | None:

@@ -42,13 +42,24 @@ def test_checks_failing_for_one_reason_are_one_cause_rooted_at_the_first_in_repo
 def test_the_same_crash_in_two_checks_and_a_check_named_as_the_reason_join_one_cause():
     checks = [
         check("mask.functional", "failed", 1, CRASH.format(where="when used in a functional model")),
-        check("config.keras_file", "failed", 1, CRASH.format(where="while saving to a .keras file")),
-        check("config.own_keys", "failed", 1, "Observed: no key.\nExpected: key.\nWhy it matters: See config.keras_file."),
-        check("forward.sum", "failed", 1, "Observed: wrong.\nExpected: right.\nWhy it matters: a different reason."),
+        check("config.keras_file", "failed", 1, "Observed: your layer raised on saving:\n" + CRASH.format(where="")),
+        check("forward.sum", "failed", 1, "Observed: wrong.\nExpected: right.\nWhy it matters: See mask.functional."),
+        check("forward.other", "failed", 1, "Observed: wrong.\nExpected: right.\nWhy it matters: a different reason."),
     ]
     causes = root_causes(checks)
-    assert [c.root.id for c in causes] == ["config.keras_file", "forward.sum"]  # the first of its topic
-    assert [c.id for c in causes[0].also] == ["config.own_keys", "mask.functional"]
+    assert [c.root.id for c in causes] == ["config.keras_file", "forward.other"]  # the first in report order
+    assert [c.id for c in causes[0].also] == ["mask.functional", "forward.sum"]
+
+
+def test_a_check_whose_failure_explains_another_tells_their_cause_wherever_it_is_listed():
+    checks = [
+        check("config.keras_file", "failed", 1, CRASH.format(where="while saving")),
+        check("config.own_keys", "failed", 1, "Observed: input_dim is missing.\nExpected: it.\nWhy it matters: x."),
+        check("mask.values", "failed", 1, "Observed: inverted.\nExpected: not.\nWhy it matters: y."),
+    ]
+    causes = root_causes(checks)
+    assert [(c.root.id, [a.id for a in c.also]) for c in causes] == [
+        ("config.own_keys", ["config.keras_file"]), ("mask.values", [])]
 
 
 def test_platforms_and_notebook_cells_tell_each_cause_once():

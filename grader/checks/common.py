@@ -29,6 +29,11 @@ SHARED_NORM_WHY = (
     "Transformer gives every residual sub-block its own norm, and one shared norm couples the "
     "updates: every step moves gamma and beta for all positions at once."
 )
+ONE_NORM_WHY = (
+    "A LayerNormalization learns its own scale (gamma) and shift (beta), fitted to the residual sum it "
+    "normalises; without them trainable it can only standardise, and the block cannot learn the scale "
+    "its output should have."
+)
 SHARED_NORM_SEE = "See weights.norm_parameters and gradients.norms_differ: one shared norm, one explanation."
 PADDING_WHY = "Attention to padding lets the amount of padding in a batch change how real tokens are encoded."
 KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsum_dense": "dense",
@@ -164,7 +169,7 @@ def assert_output_shape(forward: dict, expected: tuple, what: str) -> None:
         fail(
             f"output of shape {tuple(output.shape)}.",
             f"shape {expected} {what}.",
-            "The next layer — and the residual sums — depend on this shape.",
+            "The layers after this one depend on this shape.",
         )
     if not np.all(np.isfinite(output)):
         fail("the output holds NaN or infinite values.", "finite numbers.", "NaNs poison training.")
@@ -216,6 +221,7 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
 
 
 def assert_distinct_norms(structure: Structure, count: int, positions: str) -> None:
+    why = SHARED_NORM_WHY if count > 1 else ONE_NORM_WHY
     steps = structure.norm_steps
     instances = list(dict.fromkeys(s.event["layer"] for s in steps))
     gammas = [s.params.get("gamma") for s in steps]
@@ -233,13 +239,13 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
             f"{len(steps)} LayerNormalization calls on only {len(instances)} instance(s): one instance is "
             f"called {reused} times, so residual blocks share one gamma and one beta.",
             f"{count} separate LayerNormalization instances, one per residual block.",
-            SHARED_NORM_WHY,
+            why,
         )
     if len(steps) == count and len(set(gammas)) < count:
         fail(
             f"{count} LayerNormalization instances, but they share their gamma variable.",
             f"{count} norms, each with its own gamma and beta.",
-            SHARED_NORM_WHY,
+            why,
         )
     fail(
         f"{len(steps)} LayerNormalization call(s) on {len(instances)} instance(s); the call order was "
@@ -250,10 +256,10 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
 
 
 def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[str], values: dict,
-                           shared_seen: bool = False) -> None:
+                           shared_seen: bool = False, why: str = SHARED_NORM_WHY) -> None:
     steps = structure.norm_steps
     if not steps:
-        fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", SHARED_NORM_WHY)
+        fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", why)
     problems = []
     owners: dict[str, int] = {}
     for position, step in enumerate(steps, start=1):
@@ -276,7 +282,7 @@ def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[
             "; ".join(problems) + ".",
             f"each norm with its own trainable gamma and beta of shape ({embed_dim},), sharing no "
             "variable with another.",
-            SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else SHARED_NORM_WHY,
+            SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else why,
         )
 
 
@@ -402,17 +408,17 @@ def assert_all_gradients(report: GradientReport, exempt: set[str], expected: str
     if missing or unused or broken or wrong or zero:
         parts = []
         if missing:
-            parts.append("no gradient for " + ", ".join(missing) + " although the output depends on it "
+            parts.append("no gradient for " + _listed(missing) + " although the output depends on it "
                          "(the path is cut, for instance by a NumPy round trip)")
         if unused:
-            parts.append("no gradient for " + ", ".join(unused) + ": the output does not use it")
+            parts.append("no gradient for " + _listed(unused) + ": the output does not use it")
         if broken:
-            parts.append("NaN/inf gradient for " + ", ".join(broken))
+            parts.append("NaN/inf gradient for " + _listed(broken))
         if wrong:
-            parts.append("a gradient for " + ", ".join(wrong) + " that is not the gradient of what the layer "
+            parts.append("a gradient for " + _listed(wrong) + " that is not the gradient of what the layer "
                          "computes (part of the computation is hidden from differentiation, e.g. stop_gradient)")
         if zero:
-            parts.append("an all-zero gradient for " + ", ".join(zero))
+            parts.append("an all-zero gradient for " + _listed(zero))
         fail(
             "; ".join(parts) + ".",
             "for every trainable variable, the gradient of the output (an attention key bias excepted: "
@@ -420,6 +426,13 @@ def assert_all_gradients(report: GradientReport, exempt: set[str], expected: str
             "A variable with no gradient never learns: it is created but not on the path from "
             "inputs to outputs, or the path is cut.",
         )
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    """Variable names for a message: the first few, and how many more."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit - 1]) + f" and {len(names) - limit + 1} more"
 
 
 def key_biases(structure: Structure) -> set[str]:

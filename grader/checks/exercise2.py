@@ -11,7 +11,7 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
-    assert_deterministic_inference,
+    ONE_NORM_WHY, assert_deterministic_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
@@ -75,7 +75,7 @@ def check_output_shape(forward, job):
 @check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
 def check_one_norm(structure, dims, forward, values):
     assert_distinct_norms(structure, 1, "after the residual sum")
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
+    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
     structure.confirm()
 
 
