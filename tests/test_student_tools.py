@@ -306,7 +306,9 @@ def test_watch_mode_shows_each_report_in_place_under_one_status_line(tmp_path, m
         raise KeyboardInterrupt
 
     console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
-    grade_once = lambda: cli.grade_and_show(exercises.get("exercise3"), submission, None, console, watching=True)  # noqa: E731
+    def grade_once():
+        return cli.grade_and_show(exercises.get("exercise3"), submission, None, console, watching=True)
+
     cli.watch_loop(submission, wakeups(), grade_once, console)
     screens = console.file.getvalue().split("\x1b[2J")
     assert len(screens) == 3 and "Transformer encoder" not in screens[0]  # each report on a cleared screen

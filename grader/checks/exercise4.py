@@ -16,10 +16,10 @@ from .common import (  # noqa: F401  (fixtures are used by name)
     Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
-    assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, shared_norm_reason, claimed_roles, config,
+    assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
-    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call,
+    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call, shared_norm_reason,
 )
 from .advice import parts_of
 from .evidence import format_student_error
