@@ -228,7 +228,8 @@ def also_line(cause: Cause) -> Text | None:
         if cause.also:
             text.append("; ")
         text.append("not checked because of this: ", style="bold" if not cause.also else "")
-        text.append(", ".join(c.id for c in cause.unchecked))
+        many = len(cause.unchecked) > 6  # the topics' lines below name where they are
+        text.append(f"{len(cause.unchecked)} other checks" if many else ", ".join(c.id for c in cause.unchecked))
     text.append(f" ({_num(sum(c.max_points - c.points for c in cause.followers))} more point(s)).", style="dim")
     return text
 
