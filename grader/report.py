@@ -379,7 +379,8 @@ def batch_summary(results, out) -> RenderableType:
     table.add_column("first problem", ratio=1, overflow="fold")
     for result in shown:
         verdict = displayed(result.verdict)
-        first = next((c for c in verdict.checks if c.status not in ("passed", "skipped")), None)
+        causes = root_causes(verdict.checks)
+        first = causes[0].root if causes else None
         problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
         style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
         table.add_row(Text(printable(result.submission.id)), Text(verdict.status, style=style),

@@ -296,3 +296,17 @@ def test_a_passing_report_says_what_to_do_next():
     assert "grade exercise2" in footer("exercise1") and "grade exercise5" in footer("exercise4")
     last = footer("exercise5")
     assert "last exercise" in last and "encoder" in last and "grade exercise" not in last
+
+
+def test_the_batch_summary_names_each_submission_by_its_first_cause():
+    from grader.batch import Result, Submission
+    from grader.report import batch_summary
+
+    crash = CRASH.format(where="when used in a functional model")
+    verdict = summarise("exercise1", "/x.py", [
+        check("mask.functional", "failed", 1, crash),
+        check("config.keras_file", "failed", 1, CRASH.format(where="while saving to a .keras file")),
+    ], CONTEXT)
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(batch_summary([Result(Submission("alice", Path("/x.py")), verdict, 1.0)], "out"))
+    assert "config.keras_file: title of config.keras_file" in console.file.getvalue()
