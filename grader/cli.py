@@ -787,6 +787,8 @@ def explain_command(argv: list[str]) -> int:
                              '"measured", "verdict", "summary"}]} on stdout')
     parser.add_argument("--details", action="store_true",
                         help="show the evidence behind each claim: tables, plots, seeds, versions and the sandbox")
+    parser.add_argument("--predict", action="store_true",
+                        help="first ask what you expect each experiment to show, then compare with the measurements")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed of the experiments: seeds N, N+1 and N+2 are trained (default {DEFAULT_SEED})")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -808,6 +810,8 @@ def explain_command(argv: list[str]) -> int:
 
     from .explain import explain
 
+    if args.json and args.predict:
+        parser.error("--predict asks questions on the terminal; it cannot be combined with --json")
     if args.json:
         explanation = explain(exercise.id, submission, settings)
         print(json.dumps(explanation.to_json(), indent=2))
@@ -815,12 +819,25 @@ def explain_command(argv: list[str]) -> int:
 
     from rich.console import Console
 
-    from .explain_report import render
+    from rich.text import Text
+
+    from .explain_report import read_predictions, render
 
     console = Console()
+    predictions = None
+    if args.predict:
+        console.print("Before measuring: what do you expect? Answer y, n, or ? if you are not sure.")
+
+        def ask(question: str):
+            try:
+                return console.input(Text(f"{question} [y/n/?] "))  # text, not Rich markup
+            except EOFError:
+                return None
+
+        predictions = read_predictions(ask)
     with console.status("Starting …", spinner="dots") as status:
         explanation = explain(exercise.id, submission, settings, on_progress=status.update)
-    console.print(render(explanation, details=args.details))
+    console.print(render(explanation, details=args.details, predictions=predictions))
     return explanation.exit_code
 
 

@@ -25,7 +25,9 @@ BLOCKS = "▁▂▃▄▅▆▇█"
 PLACES = ("x + attention(x)", "h + ffn(h)")
 
 
-def render(explanation: Explanation, details: bool = False) -> RenderableType:
+def render(explanation: Explanation, details: bool = False, predictions: dict | None = None) -> RenderableType:
+    """``predictions``: the student's answer to each claim's question, asked before the run
+    (``QUESTIONS``: "yes", "no" or "?"), told beside what was measured."""
     parts: list[RenderableType] = [header(explanation) if details else short_header(explanation)]
     answer = plain_answer(explanation)
     if answer:
@@ -45,10 +47,12 @@ def render(explanation: Explanation, details: bool = False) -> RenderableType:
         parts.append(Panel(Text("\n".join(f"• {p}" for p in explanation.problems)),
                            title="Measurements lost", title_align="left", border_style="magenta"))
     if details:
+        if predictions:
+            parts.append(claim_lines(explanation, predictions))
         for number, claim in enumerate(explanation.claims, start=1):
             parts.append(claim_panel(number, claim))
     else:
-        parts.append(claim_lines(explanation))
+        parts.append(claim_lines(explanation, predictions))
     parts.append(footer(explanation, details))
     return Group(*parts)
 
@@ -152,9 +156,50 @@ def plain_answer(explanation: Explanation) -> str:
     return " ".join(sentences)
 
 
-def claim_lines(explanation: Explanation) -> RenderableType:
-    """Each claim in a line or two: its verdict, in short, and its numbers."""
-    lines = []
+# --------------------------------------------------------------------------- predictions (--predict)
+
+
+# Asked before the experiments run; "yes" is what a supported claim measures.
+QUESTIONS = {
+    "inputs_differ": "Will the two norms see inputs with different statistics?",
+    "parameters_diverge": "Will the two norms learn different gamma and beta?",
+    "shared_couples": "Will one shared norm's gamma be pulled by two gradients pointing different ways?",
+    "sharing_cost": "Will the classifier train worse with one shared norm than with two?",
+    "parameter_count": "Will the second norm cost only its own gamma and beta (2 × embed_dim parameters)?",
+}
+ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no"}
+
+
+def read_predictions(ask) -> dict[str, str]:
+    """Each question's answer: ``ask(question)`` returns what the student typed (None at the end of
+    the input); anything but yes or no is "?"."""
+    return {claim_id: ANSWERS.get((ask(question) or "").strip().lower(), "?")
+            for claim_id, question in QUESTIONS.items()}
+
+
+def prediction_note(claim: Claim, predictions: dict) -> tuple[Text, bool | None]:
+    """What the student expected of ``claim`` against what was measured: (the words, whether the
+    prediction was right — None when there is nothing to compare)."""
+    expected = predictions.get(claim.id, "?")
+    measured = {SUPPORTED: "yes", NOT_SUPPORTED: "no"}.get(claim.verdict)
+    if expected == "?":
+        return Text(" You were not sure.", style="dim"), None
+    if measured is None:
+        return Text(f" You said {expected}; this run could not tell.", style="dim"), None
+    right = expected == measured
+    return Text(f" You said {expected}: " + ("as you expected." if right else "not what you expected."),
+                style="green" if right else "bold red"), right
+
+
+def prediction_tally(explanation: Explanation, predictions: dict) -> Text:
+    judged = [r for r in (prediction_note(c, predictions)[1] for c in explanation.claims) if r is not None]
+    return Text(f"Your predictions: {sum(judged)} of {len(judged)} as measured.", style="bold cyan")
+
+
+def claim_lines(explanation: Explanation, predictions: dict | None = None) -> RenderableType:
+    """Each claim in a line or two: its verdict, in short, and its numbers (after --predict, and
+    what the student expected)."""
+    lines = [prediction_tally(explanation, predictions)] if predictions else []
     for claim in explanation.claims:
         symbol, style = VERDICT_STYLE.get(claim.verdict, ("?", "white"))
         line = Text()
@@ -162,6 +207,8 @@ def claim_lines(explanation: Explanation) -> RenderableType:
         line.append(SHORT_CLAIMS.get(claim.id, claim.claim), style="bold")
         line.append(f" ({claim.verdict}): ", style=style)
         line.append(claim_numbers(claim) + ".")
+        if predictions:
+            line.append_text(prediction_note(claim, predictions)[0])
         lines.append(line)
     return Group(*lines)
 

@@ -332,9 +332,9 @@ def test_the_reference_subject_recognises_a_shared_submission_from_its_norm_call
 # --------------------------------------------------------------------------- rendering
 
 
-def text(explanation, width=80, details=False) -> str:
+def text(explanation, width=80, details=False, predictions=None) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
-    console.print(render(explanation, details=details))
+    console.print(render(explanation, details=details, predictions=predictions))
     return console.file.getvalue()
 
 
@@ -369,6 +369,24 @@ def test_report_opens_with_a_plain_answer_from_the_run_and_a_line_or_two_per_cla
     assert "about as well" in " ".join(text(inconclusive).split())
     reference = " ".join(text(dataclasses.replace(explanation, subject="reference")).split())
     assert "The reference encoder's two norms" in reference and "Your two norms" not in reference
+
+
+def test_predictions_asked_first_are_compared_with_the_measurements():
+    from grader.explain_report import QUESTIONS, read_predictions
+
+    typed = iter(["y", "No", "maybe", None, "yes"])
+    predictions = read_predictions(lambda question: next(typed))
+    assert list(predictions) == list(QUESTIONS) == CLAIM_IDS
+    assert list(predictions.values()) == ["yes", "no", "?", "?", "yes"]
+    out = text(synthetic_explanation(), predictions=predictions)  # every claim supported
+    assert all(len(line) <= 80 for line in out.splitlines())
+    flat = " ".join(out.split())
+    assert "Your predictions: 2 of 3 as measured." in flat
+    assert flat.count("as you expected.") == 2 and flat.count("not what you expected.") == 1
+    assert "their updates differ by 1.4 times their size. You said no: not what you expected." in flat
+    assert flat.count("You were not sure.") == 2
+    assert len(out.splitlines()) <= 35
+    assert "Your predictions" not in text(synthetic_explanation())
 
 
 def test_report_reads_at_80_columns():
