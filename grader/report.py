@@ -159,8 +159,9 @@ def topics_view(verdict: Verdict, causes: list[Cause]) -> RenderableType:
     rooted: dict[str, list[Cause]] = {}
     for cause in causes:
         rooted.setdefault(cause.root.topic, []).append(cause)
-    owner = {c.id: cause.root.id for cause in causes for c in cause.checks}
-    for topic in [*TOPICS, *sorted({c.topic for c in verdict.checks} - set(TOPICS))]:
+    owner = {c.id: cause.root for cause in causes for c in cause.checks}
+    order = [*TOPICS, *sorted({c.topic for c in verdict.checks} - set(TOPICS))]
+    for topic in order:
         checks = [c for c in verdict.checks if c.topic == topic]
         if not checks:
             continue
@@ -177,10 +178,12 @@ def topics_view(verdict: Verdict, causes: list[Cause]) -> RenderableType:
         line.append(f" {TOPIC_NAMES.get(topic, topic)}", style="bold")
         line.append(f" {_num(earned)}/{_num(total)}")
         line.append(f"  {TOPIC_TITLES.get(topic, topic).partition(' — ')[2]}", style="dim")
-        elsewhere = sorted({owner[c.id] for c in checks if c.status != "passed" and c.id in owner}
-                           - {cause.root.id for cause in rooted.get(topic, [])})
+        roots = {owner[c.id].id: owner[c.id] for c in checks if c.status != "passed" and c.id in owner}
+        elsewhere = [root for key, root in sorted(roots.items()) if root.topic != topic]
         if elsewhere:
-            line.append(f"  (see {', '.join(elsewhere)} above)", style="dim")
+            where = "above" if all(order.index(r.topic) < order.index(topic) for r in elsewhere) else \
+                "below" if all(order.index(r.topic) > order.index(topic) for r in elsewhere) else ""
+            line.append(f"  (see {', '.join(r.id for r in elsewhere)}{' ' + where if where else ''})", style="dim")
         parts.append(line)
         for cause in rooted.get(topic, []):
             parts.append(cause_block(cause, shown))

@@ -310,3 +310,13 @@ def test_the_batch_summary_names_each_submission_by_its_first_cause():
     console = Console(file=io.StringIO(), width=160, color_system=None)
     console.print(batch_summary([Result(Submission("alice", Path("/x.py")), verdict, 1.0)], "out"))
     assert "config.keras_file: title of config.keras_file" in console.file.getvalue()
+
+
+def test_a_topic_failing_because_of_a_later_check_points_down_to_it():
+    verdict = summarise("exercise1", "x.py", [
+        check("gradients.used_rows", "failed", 1, "Observed: row 7.\nExpected: rows 0-6.\nWhy it matters: a."),
+        check("forward.sum", "failed", 3, "Observed: numbered from 1.\nExpected: from 0.\nWhy it matters: b."),
+    ], CONTEXT)
+    out = text(verdict)
+    assert "(see forward.sum below)" in out.split("Gradients")[1].splitlines()[0]
+    assert "Also fails: gradients.used_rows" in out
