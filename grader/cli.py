@@ -331,31 +331,33 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     file watcher has started, is graded at the next wake-up; a save of the same text is not graded
     twice; while the file is missing (an editor replacing it) nothing is graded.
     """
+    import time
+
     from .progress import file_digest
 
     graded = file_digest(submission)
-    verdict = _timed(grade_once, console, submission)
+    started = time.monotonic()
+    verdict = grade_once()
+    _status(console, submission, time.monotonic() - started)
     try:
         for _changes in wakeups:
             current = file_digest(submission)
             if current is None or current == graded:
                 continue
             graded = current
-            verdict = _timed(grade_once, console, submission)
+            started = time.monotonic()
+            verdict = grade_once()  # kept before the status line: Ctrl-C after it returns this verdict's code
+            _status(console, submission, time.monotonic() - started)
     except KeyboardInterrupt:
         pass
     return verdict.exit_code
 
 
-def _timed(grade_once, console, submission: Path):
-    """Grade, then the one status line under the report: when the file was saved, how long the
+def _status(console, submission: Path, seconds: float) -> None:
+    """The one status line under a report in watch mode: when the file was saved, how long the
     grading took."""
-    import time
     from datetime import datetime
 
-    started = time.monotonic()
-    verdict = grade_once()
-    seconds = time.monotonic() - started
     try:
         saved = "saved " + datetime.fromtimestamp(submission.stat().st_mtime).strftime("%H:%M:%S")
     except OSError:
@@ -363,7 +365,6 @@ def _timed(grade_once, console, submission: Path):
     say(console, f"Watching {submission.name} · {saved} · graded in {seconds:.1f} s · save to grade again, "
                  "Ctrl-C to stop.", "dim")
     console.file.flush()
-    return verdict
 
 
 def find_working_copy(exercise) -> Path | None:
