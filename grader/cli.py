@@ -151,6 +151,10 @@ def _grade_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
     parser.add_argument("--watch", action="store_true",
                         help="grade again every time the file is saved (Ctrl-C to stop)")
+    parser.add_argument("--details", action="store_true",
+                        help="show the full header: seed, limits, versions and every sandbox measure")
+    parser.add_argument("--all-checks", action="store_true",
+                        help="list every check, passed ones included (by default a topic that passed is one line)")
     add_settings_arguments(parser)
     platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
     platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
@@ -249,7 +253,7 @@ def grade_command(argv: list[str]) -> int:
 
             from .report import render
 
-            Console().print(render(verdict))
+            Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
         return verdict.exit_code
 
     from rich.console import Console
@@ -259,9 +263,10 @@ def grade_command(argv: list[str]) -> int:
         say(console, note, "yellow")
     if submission.is_dir():
         submission = _submission_in(exercise, submission, parser)
+    view = {"details": args.details, "all_checks": args.all_checks}
     if args.watch:
-        return watch(exercise, submission, settings, console)
-    return grade_and_show(exercise, submission, settings, console).exit_code
+        return watch(exercise, submission, settings, console, view)
+    return grade_and_show(exercise, submission, settings, console, view=view).exit_code
 
 
 def grade_and_write_results(exercise, submission: Path, settings, args):
@@ -306,9 +311,12 @@ def _submission_in(exercise, folder: Path, parser) -> Path:
         parser.exit(EXIT_ERROR, f"grade: {exc}\n")
 
 
-def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None):
+def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None,
+                   view: dict | None = None):
     """Grade and print the report; ``runner`` starts the child (a fresh process by default, a fork
-    of the warm worker in watch mode)."""
+    of the warm worker in watch mode); ``view`` holds the report's options (``details``,
+    ``all_checks``). In watch mode the new report replaces the last one on the screen once it is
+    ready."""
     from . import progress
     from .grading import Grading
     from .report import render
@@ -319,11 +327,13 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
         verdict = grading.finish()
     progress.record_verdict(verdict)
     verdict.context["watching"] = watching
-    console.print(render(verdict))
+    if watching:
+        console.clear()
+    console.print(render(verdict, **(view or {})))
     return verdict
 
 
-def watch(exercise, submission: Path, settings, console) -> int:
+def watch(exercise, submission: Path, settings, console, view: dict | None = None) -> int:
     """Grade now, then again after every save of ``submission``, until Ctrl-C."""
     from watchfiles import watch as watch_files
 
@@ -344,7 +354,8 @@ def watch(exercise, submission: Path, settings, console) -> int:
     workers = Workers()
     try:
         return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
-                                                                       watching=True, runner=workers), console)
+                                                                       watching=True, runner=workers, view=view),
+                          console)
     finally:
         workers.close()
 
@@ -356,27 +367,39 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     file watcher has started, is graded at the next wake-up; a save of the same text is not graded
     twice; while the file is missing (an editor replacing it) nothing is graded.
     """
+    import time
+
     from .progress import file_digest
 
     graded = file_digest(submission)
+    started = time.monotonic()
     verdict = grade_once()
-    _waiting(console, submission)
+    _status(console, submission, time.monotonic() - started)
     try:
         for _changes in wakeups:
             current = file_digest(submission)
             if current is None or current == graded:
                 continue
             graded = current
-            console.clear()
-            verdict = grade_once()
-            _waiting(console, submission)
+            started = time.monotonic()
+            verdict = grade_once()  # kept before the status line: Ctrl-C after it returns this verdict's code
+            _status(console, submission, time.monotonic() - started)
     except KeyboardInterrupt:
         pass
     return verdict.exit_code
 
 
-def _waiting(console, submission: Path) -> None:
-    say(console, f"Watching {submission} — save it to grade again, Ctrl-C to stop.", "dim")
+def _status(console, submission: Path, seconds: float) -> None:
+    """The one status line under a report in watch mode: when the file was saved, how long the
+    grading took."""
+    from datetime import datetime
+
+    try:
+        saved = "saved " + datetime.fromtimestamp(submission.stat().st_mtime).strftime("%H:%M:%S")
+    except OSError:
+        saved = "not on disk"
+    say(console, f"Watching {submission.name} · {saved} · graded in {seconds:.1f} s · save to grade again, "
+                 "Ctrl-C to stop.", "dim")
     console.file.flush()
 
 
@@ -527,37 +550,87 @@ def _state(status: str) -> str:
 def hint_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="grade hint",
-        description="Show the next hint for an exercise; each call shows one more.",
+        description="Show a hint for the first problem your report starts with: your working copy is graded "
+                    "(or its last grading reused, if the file has not changed since), and the least revealing "
+                    "hint for that problem is shown; each call after that shows a more detailed one.",
     )
     parser.add_argument("exercise", help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--submission", type=Path, metavar="PATH",
+                        help="choose the hint for this .py file or .ipynb notebook instead of your working copy")
     parser.add_argument("--all", action="store_true", help="show every hint at once")
     parser.add_argument("--reset", action="store_true", help="start again from the first hint")
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
 
     from rich.console import Console
-    from rich.markdown import Markdown
-    from rich.panel import Panel
 
     from . import progress
-    from .hints import read_hints
+    from .hints import read_tagged_hints
 
-    hints = read_hints(exercise.hints)
+    hints = read_tagged_hints(exercise.hints)
     console = Console()
     if args.reset:
         progress.reset_hints(exercise.id)
         if not args.all:
-            console.print(f"Hints for {exercise.id} start again from hint 1.")
+            console.print(f"Hints for {exercise.id} start again from the least revealing one.")
             return 0
-    shown = range(len(hints)) if args.all else [progress.next_hint(exercise.id, len(hints))]
-    for index in shown:
-        console.print(Panel(Markdown(hints[index]), title=f"{exercise.id} — hint {index + 1} of {len(hints)}",
-                            title_align="left", border_style="cyan"))
-    if not args.all:
-        last = shown[-1] + 1 == len(hints)
-        console.print("[dim]That was the last hint.[/dim]" if last else
-                      f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
+    if args.all:
+        for hint in hints:
+            _show_hint(console, exercise, hint, len(hints))
+        return 0
+    path = (args.submission or find_working_copy(exercise))
+    settings = resolve_settings(argparse.Namespace(seed=None, timeout=None, memory=None), parser)
+    last = _last_grading(exercise, path.resolve(), settings, console) if path is not None and path.is_file() \
+        else None
+    if last is not None and last["status"] == "passed":
+        say(console, f"Every check of {exercise.id} passes: no hint needed. `grade hint {exercise.id} --all` "
+                     "shows them all.", "green")
+        return 0
+    causes = (last or {}).get("causes") or []
+    if causes:
+        from .hints import choose
+
+        root = causes[0][0]
+        chosen = choose(hints, causes[0], progress.next_cause_hint(exercise.id, root))
+        if chosen is not None:
+            hint, place, count = chosen
+            _show_hint(console, exercise, hint, len(hints), root)
+            more = (f"Still stuck there? `grade hint {exercise.id}` again gives a more detailed one "
+                    f"({place + 1} of {count} for it)." if place + 1 < count else
+                    f"That is the most detailed hint for it; `grade hint {exercise.id} --all` shows every hint.")
+            say(console, f"Your report starts with {root}. {more}", "dim")
+            return 0
+    if last is not None and last["status"] == "error" and last.get("error"):
+        say(console, f"Your file could not be graded: {last['error']}", "magenta")
+    index = progress.next_hint(exercise.id, len(hints))
+    _show_hint(console, exercise, hints[index], len(hints))
+    last_one = index + 1 == len(hints)
+    console.print("[dim]That was the last hint.[/dim]" if last_one else
+                  f"[dim]Run `grade hint {exercise.id}` again for the next one.[/dim]")
     return 0
+
+
+def _last_grading(exercise, path: Path, settings, console) -> dict | None:
+    """The remembered grading of ``path``'s current content, else a new one (remembered)."""
+    from . import progress
+
+    last = progress.last_verdict(path)
+    if last is not None and "causes" in last:
+        return last
+    from .grading import grade
+
+    with console.status(f"Grading {path} to find the hint you need …", spinner="dots"):
+        verdict = grade(exercise.id, path, settings)
+    progress.record_verdict(verdict)
+    return progress.last_verdict(path)
+
+
+def _show_hint(console, exercise, hint, count: int, check_id: str | None = None) -> None:
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    title = f"{exercise.id} — hint {hint.number} of {count}" + (f", for {check_id}" if check_id else "")
+    console.print(Panel(Markdown(hint.text), title=title, title_align="left", border_style="cyan"))
 
 
 # --------------------------------------------------------------------------- batch
@@ -759,6 +832,10 @@ def explain_command(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true",
                         help='print only {"exercise", "submission", "subject", "claims": [{"id", "claim", '
                              '"measured", "verdict", "summary"}]} on stdout')
+    parser.add_argument("--details", action="store_true",
+                        help="show the evidence behind each claim: tables, plots, seeds, versions and the sandbox")
+    parser.add_argument("--predict", action="store_true",
+                        help="first ask what you expect each experiment to show, then compare with the measurements")
     parser.add_argument("--seed", type=int, default=None,
                         help=f"seed of the experiments: seeds N, N+1 and N+2 are trained (default {DEFAULT_SEED})")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -780,6 +857,8 @@ def explain_command(argv: list[str]) -> int:
 
     from .explain import explain
 
+    if args.json and args.predict:
+        parser.error("--predict asks questions on the terminal; it cannot be combined with --json")
     if args.json:
         explanation = explain(exercise.id, submission, settings)
         print(json.dumps(explanation.to_json(), indent=2))
@@ -787,12 +866,25 @@ def explain_command(argv: list[str]) -> int:
 
     from rich.console import Console
 
-    from .explain_report import render
+    from rich.text import Text
+
+    from .explain_report import read_predictions, render
 
     console = Console()
+    predictions = None
+    if args.predict:
+        console.print("Before measuring: what do you expect? Answer y, n, or ? if you are not sure.")
+
+        def ask(question: str):
+            try:
+                return console.input(Text(f"{question} [y/n/?] "))  # text, not Rich markup
+            except EOFError:
+                return None
+
+        predictions = read_predictions(ask)
     with console.status("Starting …", spinner="dots") as status:
         explanation = explain(exercise.id, submission, settings, on_progress=status.update)
-    console.print(render(explanation))
+    console.print(render(explanation, details=args.details, predictions=predictions))
     return explanation.exit_code
 
 

@@ -95,6 +95,7 @@ _LAYER_PREREQUISITES = {
     "functional": ("values", "api.output_shape"),
     "config": ("values", "api.output_shape"),
     "saving": ("values", "api.output_shape"),
+    "inference": ("values", "api.output_shape"),
     "gradients": ("forward", "api.output_shape"),
 }
 
@@ -114,6 +115,7 @@ EXERCISES = {
                 "mask": ("values", "api.model"),
                 "training": ("values", "api.model"),
                 "saving": ("values", "api.model"),
+                "inference": ("values", "api.model"),
             },
         ),
     )

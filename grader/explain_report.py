@@ -1,7 +1,10 @@
 """Renders an Explanation (``grade explain``) as Rich renderables. Pure: explanation in, renderable out.
 
-One panel per claim: the claim, its verdict and summary, a small table of the
-numbers behind it and a sparkline or bar plot. Reads well at 80 columns.
+The report answers first: two or three plain sentences built from this run's
+numbers (``plain_answer``), then each claim in a line or two with its verdict.
+``details`` adds the full evidence: one panel per claim with the claim, its
+verdict and summary, a small table of the numbers behind it and a sparkline or
+bar plot. Reads well at 80 columns.
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ BLOCKS = "▁▂▃▄▅▆▇█"
 PLACES = ("x + attention(x)", "h + ffn(h)")
 
 
-def render(explanation: Explanation) -> RenderableType:
-    parts: list[RenderableType] = [header(explanation)]
+def render(explanation: Explanation, details: bool = False, predictions: dict | None = None) -> RenderableType:
+    """``predictions``: the student's answer to each claim's question, asked before the run
+    (``QUESTIONS``: "yes", "no" or "?"), told beside what was measured."""
+    parts: list[RenderableType] = [header(explanation) if details else short_header(explanation)]
+    answer = plain_answer(explanation)
+    if answer:
+        parts.append(Panel(Text(answer), title="The answer, from this run", title_align="left",
+                           border_style="green"))
     if explanation.shared_norm:
         parts.append(Panel(
             Text("Your encoder applies one LayerNormalization at both places, so it shares one gamma and one "
@@ -37,10 +46,171 @@ def render(explanation: Explanation) -> RenderableType:
     if explanation.problems:
         parts.append(Panel(Text("\n".join(f"• {p}" for p in explanation.problems)),
                            title="Measurements lost", title_align="left", border_style="magenta"))
-    for number, claim in enumerate(explanation.claims, start=1):
-        parts.append(claim_panel(number, claim))
-    parts.append(footer(explanation))
+    if details:
+        if predictions:
+            parts.append(claim_lines(explanation, predictions))
+        for number, claim in enumerate(explanation.claims, start=1):
+            parts.append(claim_panel(number, claim))
+    else:
+        parts.append(claim_lines(explanation, predictions))
+    parts.append(footer(explanation, details))
     return Group(*parts)
+
+
+def short_header(explanation: Explanation) -> RenderableType:
+    who = "your encoder" if explanation.subject == "student" else "the reference encoder"
+    title = Text("Why two LayerNormalization layers? — measured on ", style="bold")
+    title.append(who, style="bold cyan")
+    seed = explanation.context.get("seed")
+    plan = explanation.context.get("plan") or {}
+    if isinstance(seed, int) and plan.get("seeds"):
+        title.append(f", seeds {seed} to {seed + plan['seeds'] - 1}", style="dim")
+    return Group(title, Text(explanation.subject_reason, style="dim"))
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+SHORT_CLAIMS = {
+    "inputs_differ": "The two norms see differently distributed inputs",
+    "parameters_diverge": "Each norm learns its own gamma and beta",
+    "shared_couples": "One shared norm is pulled two ways at once",
+    "sharing_cost": "The classifier trains worse with one shared norm",
+    "parameter_count": "Two norms cost only 2 × embed_dim parameters",
+}
+
+
+def _first_seed(claim: Claim) -> dict:
+    rows = claim.measured.get("per_seed") or []
+    return rows[0] if rows and isinstance(rows[0], dict) else {}
+
+
+def _measured(claim: Claim | None) -> bool:
+    return claim is not None and "missing" not in claim.measured
+
+
+def claim_numbers(claim: Claim) -> str:
+    """The numbers behind a claim in a few words (its summary's first sentence when not measured)."""
+    try:
+        m = claim.measured
+        if claim.id == "inputs_differ":
+            after = _first_seed(claim)["after"]
+            return (f"after training, features spread {after['spread_first']:.2g} at x + attention(x) and "
+                    f"{after['spread_second']:.2g} at h + ffn(h)")
+        if claim.id == "parameters_diverge":
+            row = _first_seed(claim)
+            return f"their updates differ by {row['update_gap_ratio']:.2g} times their size"
+        if claim.id == "shared_couples":
+            row = _first_seed(claim)
+            return f"its two places' gradients are {row['median_angle']:.0f}° apart (median over steps)"
+        if claim.id == "sharing_cost":
+            return (f"test loss {m['shared_norm']['test_loss']['mean']:.2g} with one shared norm, "
+                    f"{m['two_norms']['test_loss']['mean']:.2g} with two")
+        if claim.id == "parameter_count":
+            return f"{m['difference']} more parameters, {m['fraction_of_classifier']:.1%} of the classifier"
+    except (KeyError, IndexError, TypeError, ValueError):
+        pass
+    return claim.summary.split(". ")[0].rstrip(".")
+
+
+def plain_answer(explanation: Explanation) -> str:
+    """Two or three sentences answering the chapter's question with this run's numbers; only what
+    the verdicts support is said as fact."""
+    claims = {claim.id: claim for claim in explanation.claims}
+    whose = "Your two norms" if explanation.subject == "student" else "The reference encoder's two norms"
+    sentences = []
+    inputs, learned = claims.get("inputs_differ"), claims.get("parameters_diverge")
+    if _measured(inputs) and inputs.verdict == SUPPORTED:
+        try:
+            after = _first_seed(inputs)["after"]
+            ratio = max(after["spread_ratio"], 1 / after["spread_ratio"]) if after["spread_ratio"] else 0
+            first = f"{whose} see inputs whose spread differs {ratio:.3g}-fold"
+        except (KeyError, TypeError, ZeroDivisionError):
+            first = f"{whose} see differently distributed inputs"
+        if _measured(learned) and learned.verdict == SUPPORTED:
+            first += ", and they learned different gamma and beta"
+        sentences.append(first + ".")
+    elif _measured(inputs):
+        sentences.append(f"{whose}' inputs did not differ measurably in this run.")
+    coupled, cost = claims.get("shared_couples"), claims.get("sharing_cost")
+    if _measured(coupled) and coupled.verdict == SUPPORTED:
+        try:
+            angle = f" {_first_seed(coupled)['median_angle']:.0f}° apart"
+        except (KeyError, TypeError, ValueError):
+            angle = " that point different ways"
+        second = f"One shared norm would have to serve both: its gamma follows the sum of two gradients{angle}"
+        if _measured(cost):
+            loss = claim_numbers(cost)
+            second += {SUPPORTED: f", and the classifier trained with it did worse ({loss}).",
+                       NOT_SUPPORTED: f", though here the classifier trained no worse with it ({loss}).",
+                       INCONCLUSIVE: f"; at this small scale the classifier trained about as well ({loss})."
+                       }.get(cost.verdict, ".")
+        else:
+            second += "."
+        sentences.append(second)
+    count = claims.get("parameter_count")
+    if _measured(count) and count.verdict == SUPPORTED:
+        fraction = count.measured.get("fraction_of_classifier")
+        cheap = isinstance(fraction, (int, float)) and fraction < 0.05
+        sentences.append(f"The second norm costs {'almost nothing' if cheap else 'little'}: {claim_numbers(count)}.")
+    return " ".join(sentences)
+
+
+# --------------------------------------------------------------------------- predictions (--predict)
+
+
+# Asked before the experiments run; "yes" is what a supported claim measures.
+QUESTIONS = {
+    "inputs_differ": "Will the two norms see inputs with different statistics?",
+    "parameters_diverge": "Will the two norms learn different gamma and beta?",
+    "shared_couples": "Will one shared norm's gamma be pulled by two gradients pointing different ways?",
+    "sharing_cost": "Will the classifier train worse with one shared norm than with two?",
+    "parameter_count": "Will the second norm cost only its own gamma and beta (2 × embed_dim parameters)?",
+}
+ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no"}
+
+
+def read_predictions(ask) -> dict[str, str]:
+    """Each question's answer: ``ask(question)`` returns what the student typed (None at the end of
+    the input); anything but yes or no is "?"."""
+    return {claim_id: ANSWERS.get((ask(question) or "").strip().lower(), "?")
+            for claim_id, question in QUESTIONS.items()}
+
+
+def prediction_note(claim: Claim, predictions: dict) -> tuple[Text, bool | None]:
+    """What the student expected of ``claim`` against what was measured: (the words, whether the
+    prediction was right — None when there is nothing to compare)."""
+    expected = predictions.get(claim.id, "?")
+    measured = {SUPPORTED: "yes", NOT_SUPPORTED: "no"}.get(claim.verdict)
+    if expected == "?":
+        return Text(" You were not sure.", style="dim"), None
+    if measured is None:
+        return Text(f" You said {expected}; this run could not tell.", style="dim"), None
+    right = expected == measured
+    return Text(f" You said {expected}: " + ("as you expected." if right else "not what you expected."),
+                style="green" if right else "bold red"), right
+
+
+def prediction_tally(explanation: Explanation, predictions: dict) -> Text:
+    judged = [r for r in (prediction_note(c, predictions)[1] for c in explanation.claims) if r is not None]
+    return Text(f"Your predictions: {sum(judged)} of {len(judged)} as measured.", style="bold cyan")
+
+
+def claim_lines(explanation: Explanation, predictions: dict | None = None) -> RenderableType:
+    """Each claim in a line or two: its verdict, in short, and its numbers (after --predict, and
+    what the student expected)."""
+    lines = [prediction_tally(explanation, predictions)] if predictions else []
+    for claim in explanation.claims:
+        symbol, style = VERDICT_STYLE.get(claim.verdict, ("?", "white"))
+        line = Text()
+        line.append(f"{symbol} ", style=f"bold {style}")
+        line.append(SHORT_CLAIMS.get(claim.id, claim.claim), style="bold")
+        line.append(f" ({claim.verdict}): ", style=style)
+        line.append(claim_numbers(claim) + ".")
+        if predictions:
+            line.append_text(prediction_note(claim, predictions)[0])
+        lines.append(line)
+    return Group(*lines)
 
 
 def header(explanation: Explanation) -> RenderableType:
@@ -90,7 +260,7 @@ def claim_panel(number: int, claim: Claim) -> RenderableType:
     return Panel(Group(*parts), title=f"{number} · {claim.id}", title_align="left", border_style=style)
 
 
-def footer(explanation: Explanation) -> RenderableType:
+def footer(explanation: Explanation, details: bool = True) -> RenderableType:
     counts = {v: sum(c.verdict == v for c in explanation.claims) for v in VERDICT_STYLE}
     line = Text()
     for index, (verdict, count) in enumerate(counts.items()):
@@ -98,8 +268,9 @@ def footer(explanation: Explanation) -> RenderableType:
             line.append("  ·  ")
         line.append(f"{count} {verdict}", style=VERDICT_STYLE[verdict][1])
     note = Text("Small experiments on a tiny classifier and a synthetic task: they show what each mechanism "
-                "does, not how much it matters in a large model. The numbers behind every verdict, and the "
-                "rule that decided it, are in --json.", style="dim")
+                "does, not how much it matters in a large model. "
+                + ("The numbers behind every verdict, and the rule that decided it, are in --json." if details else
+                   "--details shows the evidence behind each claim; --json every number and rule."), style="dim")
     return Panel(Group(line, note), border_style="blue")
 
 

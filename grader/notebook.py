@@ -132,7 +132,10 @@ def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     lines = [f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}"
              for c in checks]
     failed = [c for c in checks if c.status != "passed"]
-    details = [f"{c.title} ({c.id}, {c.status}):\n{c.message}" for c in failed]
+    from .causes import told_once
+
+    messages = told_once(verdict.checks)  # each cause once, however many checks and cells it fails
+    details = [f"{c.title} ({c.id}, {c.status}):\n{messages.get(c.id, c.message)}" for c in failed]
     summary = f"{topic}: {points:g} of {max_points:g} points"
     if failed and points == 0:
         return lines, f"{summary}; {len(failed)} of {len(checks)} check(s) did not pass.\n\n" + "\n\n".join(details), 0.0

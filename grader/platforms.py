@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 import os
 import re
 import tempfile
 from pathlib import Path
 
+from .causes import told_once
 from .verdict import TOPICS
 
 # Gradescope's visibility settings, from most to least shown.
@@ -74,6 +76,7 @@ def gradescope_results(verdict, visibility: str | None = None, execution_time: f
     visibility = _visibility.get() if visibility is None else visibility
     _check_visibility(visibility)
     seconds = execution_time if execution_time is not None else verdict.context.get("seconds")
+    told = told_once(verdict.checks)  # each cause of failure once, in its first test
     results = {
         "score": verdict.score,
         "output": _overview_markdown(verdict),
@@ -88,7 +91,8 @@ def gradescope_results(verdict, visibility: str | None = None, execution_time: f
             "max_score": verdict.max_score,
             "seed": verdict.context["seed"] if isinstance(verdict.context.get("seed"), int) else None,
         },
-        "tests": [_loading_test(verdict)] + [_gradescope_test(check, visibility) for check in report_order(verdict)],
+        "tests": [_loading_test(verdict)] + [_gradescope_test(check, visibility, told.get(check.id))
+                                             for check in report_order(verdict)],
     }
     if isinstance(seconds, (int, float)):
         results["execution_time"] = max(0, round(seconds))
@@ -128,7 +132,9 @@ def brief(reason: str) -> str:
     return "\n".join(shown)
 
 
-def _gradescope_test(check, visibility: str) -> dict:
+def _gradescope_test(check, visibility: str, message: str | None = None) -> dict:
+    if message is not None:
+        check = dataclasses.replace(check, message=message)
     return {
         "name": f"{check.title} ({check.id})",
         "name_format": "text",
@@ -233,6 +239,7 @@ def prairielearn_results(verdict) -> dict:
     takes no points and does not count the attempt.
     """
     fraction = verdict.score / verdict.max_score if verdict.max_score else 0.0
+    told = told_once(verdict.checks)  # each cause of failure once, in its first test
     results = {
         "gradable": verdict.status != "error",
         "score": min(1.0, max(0.0, fraction)),
@@ -244,7 +251,7 @@ def prairielearn_results(verdict) -> dict:
                 "description": f"{check.id} ({check.topic})",
                 "points": check.points,
                 "max_points": check.max_points,
-                "message": check.message or "",
+                "message": told.get(check.id, check.message) or "",
                 "output": STATUS_WORDS.get(check.status, check.status),
             }
             for check in report_order(verdict)

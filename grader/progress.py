@@ -53,8 +53,11 @@ def record_verdict(verdict) -> None:
     digest = file_digest(Path(verdict.submission))
     if digest is None:
         return
+    from .causes import root_causes
+
     data = load()
-    first = next((c for c in verdict.checks if c.status not in ("passed", "skipped")), None)
+    causes = root_causes(verdict.checks)
+    first = causes[0].root if causes else None
     data.setdefault("verdicts", {})[verdict.submission] = {
         "exercise": verdict.exercise,
         "sha256": digest,
@@ -63,6 +66,9 @@ def record_verdict(verdict) -> None:
         "max_score": verdict.max_score,
         "next": (f"{first.id}: {first.title}" if first else
                  "fix the error the report shows" if verdict.status == "error" else "done"),
+        # each cause of failure: its checks, the one that tells it first (for `grade hint`)
+        "causes": [[c.id for c in cause.checks] for cause in causes],
+        "error": (verdict.error or "").splitlines()[0] if verdict.error else None,
     }
     save(data)
 
@@ -88,4 +94,14 @@ def next_hint(exercise_id: str, count: int) -> int:
 def reset_hints(exercise_id: str) -> None:
     data = load()
     data.setdefault("hints", {}).pop(exercise_id, None)
+    data.setdefault("cause_hints", {}).pop(exercise_id, None)
     save(data)
+
+
+def next_cause_hint(exercise_id: str, cause: str) -> int:
+    """How many hints were shown for ``cause`` (a check id) before, counting this one."""
+    data = load()
+    shown = data.setdefault("cause_hints", {}).setdefault(exercise_id, {}).get(cause, 0)
+    data["cause_hints"][exercise_id][cause] = shown + 1
+    save(data)
+    return shown

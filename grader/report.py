@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from .causes import Cause, root_causes
 from .verdict import TOPICS, Verdict
 
 STATUS_STYLE = {
@@ -64,9 +65,13 @@ def displayed(verdict: Verdict) -> Verdict:
                                checks=checks, context=_printable_value(verdict.context))
 
 
-def render(verdict: Verdict) -> RenderableType:
+def render(verdict: Verdict, details: bool = False, all_checks: bool = False) -> RenderableType:
+    """The report: a short header (``details``: the full one, with seed, versions and every sandbox
+    measure), one line per topic, each cause of failure once with the checks it also fails, and
+    what to do next. ``all_checks`` lists every check, passed ones included."""
     verdict = displayed(verdict)
-    parts: list[RenderableType] = [header(verdict)]
+    parts: list[RenderableType] = [full_header(verdict) if details else header(verdict)]
+    causes = root_causes(verdict.checks)
     if verdict.status == "error":
         parts.append(
             Panel(
@@ -76,23 +81,54 @@ def render(verdict: Verdict) -> RenderableType:
                 border_style="magenta",
             )
         )
-    else:
-        caused = caused_by(verdict.checks)
+    elif all_checks:
         shown = Shown()
         for topic in TOPICS:
-            checks = [c for c in verdict.checks if c.topic == topic and not _collapsed(c, caused)]
+            checks = [c for c in verdict.checks if c.topic == topic]
             if checks:
-                parts.append(topic_table(topic, checks, shown, caused))
+                parts.append(topic_table(topic, checks, shown, causes))
+    else:
+        parts.append(topics_view(verdict, causes))
     if verdict.context.get("output"):
         parts.append(
             Panel(Text(verdict.context["output"], style="dim"), title="What your code printed",
                   title_align="left", border_style="dim")
         )
-    parts.append(summary(verdict))
+    parts.append(summary(verdict, causes))
     return Group(*parts)
 
 
+def sandbox_word(context: dict) -> str | None:
+    """The sandbox in a word for the short header: every measure applied, or not (the full header
+    lists them). None when no grading process reported its confinement."""
+    described = context.get("sandbox")
+    if not described:
+        return None
+    if context.get("confinement") and "not applied:" not in described:
+        return "sandboxed"
+    return "partly sandboxed: see --details"
+
+
 def header(verdict: Verdict) -> RenderableType:
+    """At most three lines: the exercise, the score and the sandbox in a word; the file."""
+    ctx = verdict.context
+    title = Text(f"{verdict.exercise} — {ctx.get('title', '')}".rstrip(" —"), style="bold")
+    right = Text()
+    if verdict.status != "error" or verdict.max_score:
+        style = {"passed": "bold green", "failed": "bold red"}.get(verdict.status, "bold magenta")
+        right.append(f"Score {_num(verdict.score)}/{_num(verdict.max_score)}", style=style)
+    word = sandbox_word(ctx)
+    if word:
+        right.append(f"  ·  {word}", style="dim" if word == "sandboxed" else "yellow")
+    grid = Table.grid(expand=True)
+    grid.add_column(ratio=1)
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_row(title, right)
+    path = Text(verdict.submission, style="dim", overflow="fold")
+    return Group(grid, path, Text(""))
+
+
+def full_header(verdict: Verdict) -> RenderableType:
     ctx = verdict.context
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -112,23 +148,93 @@ def header(verdict: Verdict) -> RenderableType:
     return Panel(grid, title="Transformer exercises", title_align="left", border_style="blue")
 
 
-def caused_by(checks) -> dict[str, list]:
-    """Checks that could not run, grouped under the check whose failure explains them (followed
-    through chains: a check skipped because of a skipped check goes to the root)."""
-    by_id = {c.id: c for c in checks}
-    groups: dict[str, list] = {}
-    for check in checks:
-        root, seen = check.cause, set()
-        while root in by_id and by_id[root].cause and root not in seen:
-            seen.add(root)
-            root = by_id[root].cause
-        if check.status == "skipped" and root in by_id and by_id[root].status != "passed":
-            groups.setdefault(root, []).append(check)
-    return groups
+TOPIC_NAMES = {topic: title.split(" — ")[0] for topic, title in TOPIC_TITLES.items()}
 
 
-def _collapsed(check, caused: dict) -> bool:
-    return any(check in group for group in caused.values())
+def topics_view(verdict: Verdict, causes: list[Cause]) -> RenderableType:
+    """One line per topic (its mark, name and points); under the topic of a cause's first check,
+    that cause once: the check, its message, and the other checks it fails in one line."""
+    parts: list[RenderableType] = []
+    shown = Shown()
+    rooted: dict[str, list[Cause]] = {}
+    for cause in causes:
+        rooted.setdefault(cause.root.topic, []).append(cause)
+    owner = {c.id: cause.root for cause in causes for c in cause.checks}
+    order = [*TOPICS, *sorted({c.topic for c in verdict.checks} - set(TOPICS))]
+    for topic in order:
+        checks = [c for c in verdict.checks if c.topic == topic]
+        if not checks:
+            continue
+        earned, total = sum(c.points for c in checks), sum(c.max_points for c in checks)
+        passed = all(c.status == "passed" for c in checks)
+        line = Text()
+        if passed:
+            line.append("✓", style="green")
+        else:
+            statuses = [c.status for c in checks if c.status != "passed"]
+            status = next((s for s in ("failed", "error", "timeout") if s in statuses), "skipped")
+            symbol, style = STATUS_STYLE[status]
+            line.append(symbol, style=style)
+        line.append(f" {TOPIC_NAMES.get(topic, topic)}", style="bold")
+        line.append(f" {_num(earned)}/{_num(total)}")
+        line.append(f"  {TOPIC_TITLES.get(topic, topic).partition(' — ')[2]}", style="dim")
+        roots = {owner[c.id].id: owner[c.id] for c in checks if c.status != "passed" and c.id in owner}
+        elsewhere = [root for key, root in sorted(roots.items()) if root.topic != topic]
+        if elsewhere:
+            where = "above" if all(order.index(r.topic) < order.index(topic) for r in elsewhere) else \
+                "below" if all(order.index(r.topic) > order.index(topic) for r in elsewhere) else ""
+            line.append(f"  (see {', '.join(r.id for r in elsewhere)}{' ' + where if where else ''})", style="dim")
+        parts.append(line)
+        for cause in rooted.get(topic, []):
+            parts.append(cause_block(cause, shown))
+    return Group(*parts)
+
+
+def check_row(c) -> Table:
+    symbol, style = STATUS_STYLE.get(c.status, ("?", "white"))
+    row = Table.grid(expand=True, padding=(0, 1))
+    row.add_column(width=1, no_wrap=True)
+    row.add_column(ratio=1)
+    row.add_column(no_wrap=True, style="dim")
+    row.add_column(justify="right", no_wrap=True)
+    row.add_row(Text(symbol, style=style), Text(c.title), c.id,
+                Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
+    return row
+
+
+def cause_block(cause: Cause, shown: "Shown") -> RenderableType:
+    """A cause: its check's row, its message, and what else it costs."""
+    from rich.padding import Padding
+
+    c = cause.root
+    style = STATUS_STYLE.get(c.status, ("?", "white"))[1]
+    parts: list[RenderableType] = [Padding(check_row(c), (0, 0, 0, 2))]
+    if c.message:
+        if c.status == "skipped":
+            parts.append(Padding(Text(c.message, style="dim"), (0, 0, 0, 4)))
+        else:
+            parts.append(Padding(message_text(c.message, style, shown, c.id), (0, 0, 0, 4)))
+    also = also_line(cause)
+    if also:
+        parts.append(Padding(also, (0, 0, 0, 4)))
+    return Group(*parts)
+
+
+def also_line(cause: Cause) -> Text | None:
+    if not cause.followers:
+        return None
+    text = Text()
+    if cause.also:
+        text.append("Also fails: ", style="bold")
+        text.append(", ".join(c.id for c in cause.also))
+    if cause.unchecked:
+        if cause.also:
+            text.append("; ")
+        text.append("not checked because of this: ", style="bold" if not cause.also else "")
+        many = len(cause.unchecked) > 6  # the topics' lines below name where they are
+        text.append(f"{len(cause.unchecked)} other checks" if many else ", ".join(c.id for c in cause.unchecked))
+    text.append(f" ({_num(sum(c.max_points - c.points for c in cause.followers))} more point(s)).", style="dim")
+    return text
 
 
 class Shown:
@@ -139,36 +245,30 @@ class Shown:
         self.why: dict[str, str] = {}
 
 
-def topic_table(topic: str, checks, shown: Shown, caused: dict | None = None) -> RenderableType:
-    """One topic's checks: a row each (status, title, id — never wrapped — and points), and under a
-    check that did not pass, its message and the checks it kept from running, across the full width."""
+def topic_table(topic: str, checks, shown: Shown, causes: list[Cause] | None = None) -> RenderableType:
+    """``--all-checks``: one topic's checks, a row each (status, title, id — never wrapped — and
+    points); under the first check of a cause, its message and what else it costs; under the others,
+    which check above says why."""
     from rich.padding import Padding
 
-    caused = caused or {}
+    causes = causes or []
+    by_root = {cause.root.id: cause for cause in causes}
+    owner = {c.id: cause.root.id for cause in causes for c in cause.followers}
     parts: list[RenderableType] = [Text(TOPIC_TITLES.get(topic, topic), style="bold")]
     for c in checks:
-        symbol, style = STATUS_STYLE.get(c.status, ("?", "white"))
-        row = Table.grid(expand=True, padding=(0, 1))
-        row.add_column(width=1, no_wrap=True)
-        row.add_column(ratio=1)
-        row.add_column(no_wrap=True, style="dim")
-        row.add_column(justify="right", no_wrap=True)
-        row.add_row(Text(symbol, style=style), Text(c.title), c.id,
-                    Text(f"{_num(c.points)}/{_num(c.max_points)}", style=style))
-        parts.append(Padding(row, (0, 0, 0, 1)))
-        if c.status != "passed" and c.message:
+        style = STATUS_STYLE.get(c.status, ("?", "white"))[1]
+        parts.append(Padding(check_row(c), (0, 0, 0, 1)))
+        if c.id in owner:
+            parts.append(Padding(Text(f"Same cause as {owner[c.id]}.", style="dim"), (0, 0, 0, 4)))
+        elif c.status != "passed" and c.message:
             if c.status == "skipped":
                 if c.message not in shown.skips:
                     parts.append(Padding(Text(c.message, style="dim"), (0, 0, 0, 4)))
                 shown.skips.add(c.message)
             else:
                 parts.append(Padding(message_text(c.message, style, shown, c.id), (0, 0, 0, 4)))
-        if caused.get(c.id):
-            group = caused[c.id]
-            lost = sum(g.max_points for g in group)
-            names = ", ".join(g.id for g in group)
-            parts.append(Padding(Text(f"Not checked because of this ({len(group)} check(s), {_num(lost)} "
-                                      f"point(s)): {names}.", style="dim"), (0, 0, 0, 4)))
+        if c.id in by_root and also_line(by_root[c.id]):
+            parts.append(Padding(also_line(by_root[c.id]), (0, 0, 0, 4)))
     return Group(*parts)
 
 
@@ -196,7 +296,27 @@ def message_text(message: str, style: str, shown: Shown | None = None, check_id:
     return text
 
 
-def summary(verdict: Verdict) -> RenderableType:
+def next_step(verdict: Verdict) -> str:
+    """What a student who passed does next."""
+    from .exercises import EXERCISES
+
+    ids = list(EXERCISES)
+    if verdict.exercise == "exercise3":
+        return ("Next: `grade explain exercise3` measures, on your encoder, why it needs two LayerNormalization "
+                "layers; then `grade exercise4`.")
+    if verdict.exercise in ids and ids.index(verdict.exercise) + 1 < len(ids):
+        following = EXERCISES[ids[ids.index(verdict.exercise) + 1]]
+        return f"Next: {following.id}, {following.title.lower()} — read exercises/{following.id}.md, then " \
+               f"`grade {following.id}`."
+    if verdict.exercise == ids[-1]:
+        return ("That was the chapter's last exercise: you built the positional embedding, self-attention, the "
+                "Transformer encoder and decoder, and a text classifier that keeps padding out of attention, "
+                "trains and survives saving.")
+    return "Every check passed."
+
+
+def summary(verdict: Verdict, causes: list[Cause] | None = None) -> RenderableType:
+    causes = root_causes(verdict.checks) if causes is None else causes
     counts = {}
     for c in verdict.checks:
         counts[c.status] = counts.get(c.status, 0) + 1
@@ -206,16 +326,19 @@ def summary(verdict: Verdict) -> RenderableType:
     for status in ("passed", "failed", "error", "timeout", "skipped"):
         if counts.get(status):
             line.append(f"  ·  {counts[status]} {status}", style=STATUS_STYLE[status][1])
+    if verdict.status != "error" and causes:
+        line.append(f"  ·  {len(causes)} cause{'s' if len(causes) > 1 else ''}", style="bold")
     if verdict.status == "passed":
-        advice = "Every check passed. Well done."
+        advice = "Every check passed. Well done. " + next_step(verdict)
     elif verdict.status == "error":
         advice = "Fix the problem above and " + ("save: the grader runs again." if verdict.context.get("watching")
                                                  else "run the grader again.")
     else:
-        unfinished = [c for c in verdict.checks if c.status != "passed"]
-        first = next((c for c in unfinished if c.status != "skipped"), unfinished[0])
+        first = causes[0].root if causes else next(c for c in verdict.checks if c.status != "passed")
         again = "save: the grader runs again." if verdict.context.get("watching") else "save, and run the grader again."
         advice = f"Start with “{first.title}” ({first.id}), {again}"
+        if not verdict.context.get("watching"):
+            advice += f" Stuck? `grade hint {verdict.exercise}`."
     return Panel(Group(line, Text(advice)), border_style=style.split()[-1])
 
 
@@ -259,7 +382,8 @@ def batch_summary(results, out) -> RenderableType:
     table.add_column("first problem", ratio=1, overflow="fold")
     for result in shown:
         verdict = displayed(result.verdict)
-        first = next((c for c in verdict.checks if c.status not in ("passed", "skipped")), None)
+        causes = root_causes(verdict.checks)
+        first = causes[0].root if causes else None
         problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
         style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
         table.add_row(Text(printable(result.submission.id)), Text(verdict.status, style=style),

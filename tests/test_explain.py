@@ -332,9 +332,9 @@ def test_the_reference_subject_recognises_a_shared_submission_from_its_norm_call
 # --------------------------------------------------------------------------- rendering
 
 
-def text(explanation, width=80) -> str:
+def text(explanation, width=80, details=False, predictions=None) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
-    console.print(render(explanation))
+    console.print(render(explanation, details=details, predictions=predictions))
     return console.file.getvalue()
 
 
@@ -350,8 +350,47 @@ def synthetic_explanation(**changes) -> Explanation:
     return Explanation(**fields)
 
 
+def test_report_opens_with_a_plain_answer_from_the_run_and_a_line_or_two_per_claim():
+    explanation = synthetic_explanation()
+    out = text(explanation)
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert out.index("The answer, from this run") < out.index("✓")
+    answer = " ".join(out.split("The answer, from this run")[1].split("╰")[0].replace("│", " ").split())
+    assert 2 <= answer.count(". ") + 1 <= 3  # two or three sentences
+    assert "20-fold" in answer and "90° apart" in answer and "0.31" in answer and "0.21" in answer
+    claims = out.split("╯\n")[1].split("╭")[0].strip().splitlines()
+    assert len(claims) <= 2 * len(CLAIM_IDS) and sum(line.startswith("✓ ") for line in claims) == len(CLAIM_IDS)
+    assert "split-half noise" not in out and "relative gradient mismatch" not in out  # evidence: --details
+    assert len(out.splitlines()) <= 30
+    detailed = text(explanation, details=True)
+    assert "split-half noise" in detailed and "The answer, from this run" in detailed
+    inconclusive = dataclasses.replace(explanation, claims=[
+        dataclasses.replace(c, verdict=INCONCLUSIVE) if c.id == "sharing_cost" else c for c in explanation.claims])
+    assert "about as well" in " ".join(text(inconclusive).split())
+    reference = " ".join(text(dataclasses.replace(explanation, subject="reference")).split())
+    assert "The reference encoder's two norms" in reference and "Your two norms" not in reference
+
+
+def test_predictions_asked_first_are_compared_with_the_measurements():
+    from grader.explain_report import QUESTIONS, read_predictions
+
+    typed = iter(["y", "No", "maybe", None, "yes"])
+    predictions = read_predictions(lambda question: next(typed))
+    assert list(predictions) == list(QUESTIONS) == CLAIM_IDS
+    assert list(predictions.values()) == ["yes", "no", "?", "?", "yes"]
+    out = text(synthetic_explanation(), predictions=predictions)  # every claim supported
+    assert all(len(line) <= 80 for line in out.splitlines())
+    flat = " ".join(out.split())
+    assert "Your predictions: 2 of 3 as measured." in flat
+    assert flat.count("as you expected.") == 2 and flat.count("not what you expected.") == 1
+    assert "their updates differ by 1.4 times their size. You said no: not what you expected." in flat
+    assert flat.count("You were not sure.") == 2
+    assert len(out.splitlines()) <= 35
+    assert "Your predictions" not in text(synthetic_explanation())
+
+
 def test_report_reads_at_80_columns():
-    out = text(synthetic_explanation())
+    out = text(synthetic_explanation(), details=True)
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "exercise3 — The Transformer encoder" in out and "your encoder" in out and "seeds 0, 1, 2" in out
     for number, claim_id in enumerate(CLAIM_IDS, start=1):

@@ -14,9 +14,9 @@ CONTEXT = {"title": "The Transformer encoder", "seed": 0, "timeout": 120.0, "mem
            "python": "3.11.7", "tensorflow": "2.21.0", "keras": "3.15.1"}
 
 
-def text(verdict, width=100) -> str:
+def text(verdict, width=100, **view) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
-    console.print(render(verdict))
+    console.print(render(verdict, **view))
     return console.file.getvalue()
 
 
@@ -32,8 +32,10 @@ def test_failed_check_shows_what_was_observed_expected_and_why():
               "Observed: one LayerNormalization instance was called 2 times.\nExpected: two.\nWhy it matters: gamma."),
     ], CONTEXT)
     out = text(verdict)
-    assert "exercise3 — The Transformer encoder" in out
-    assert "/work/ex.py" in out and "seed 0" in out and "TensorFlow 2.21.0" in out
+    assert "exercise3 — The Transformer encoder" in out and "/work/ex.py" in out
+    assert "seed 0" not in out and "TensorFlow" not in out  # the full header is one flag away
+    detailed = text(verdict, details=True)
+    assert "seed 0" in detailed and "TensorFlow 2.21.0" in detailed
     assert "✓" in out and "✗" in out
     assert "Observed: one LayerNormalization instance was called 2 times." in out
     assert "Why it matters: gamma." in out
@@ -96,9 +98,9 @@ def test_checks_a_failure_kept_from_running_are_one_line_under_it():
     out = text(verdict, width=80)
     assert out.count("ValueError: boom") == 1
     flat = " ".join(out.split())
-    assert "Not checked because of this (2 check(s), 4 point(s)): weights.two_norms, mask.masks_keys." in flat
+    assert "not checked because of this: weights.two_norms, mask.masks_keys (4 more point(s))." in flat
     assert "title of weights.two_norms" not in out  # collapsed, not repeated as rows
-    assert "Weights" not in out.split("Score")[0]  # a topic left with no row is not shown
+    assert "– Weights 0/2" in out and "(see api.output_shape above)" in out.split("Weights")[1].splitlines()[0]
 
 
 def test_an_explanation_is_given_once_and_referred_to_after():
@@ -109,7 +111,11 @@ def test_an_explanation_is_given_once_and_referred_to_after():
     ], CONTEXT)
     out = text(verdict, width=80)
     assert out.count("each norm learns its own gamma and beta") == 1
-    assert "Why it matters: see weights.two_norms above." in out
+    assert "Observed: one gradient." not in out  # one cause, told once
+    assert "Also fails: gradients.norms_differ" in out
+    every = text(verdict, width=80, all_checks=True)
+    assert every.count("each norm learns its own gamma and beta") == 1
+    assert "Same cause as weights.two_norms." in every
 
 
 def test_check_ids_never_wrap_at_80_columns():
@@ -118,7 +124,7 @@ def test_check_ids_never_wrap_at_80_columns():
         CheckResult("mask.attention_mask_shape", long_title, "mask", "passed", 1, 1, ""),
         CheckResult("weights.norm_parameters", long_title, "weights", "passed", 1, 1, ""),
     ], CONTEXT)
-    out = text(verdict, width=80)
+    out = text(verdict, width=80, all_checks=True)
     lines = out.splitlines()
     assert any("mask.attention_mask_shape 1/1" in line for line in lines)
     assert any("weights.norm_parameters 1/1" in line for line in lines)
@@ -126,6 +132,7 @@ def test_check_ids_never_wrap_at_80_columns():
 
 
 def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
+    from grader.checks.advice import parts_of
     from grader.checks.evidence import clean_message, format_student_error
 
     raw = ("{{function_node __wrapped__AddV2_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
@@ -136,7 +143,18 @@ def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
         "student_frames": [{"line": 78, "function": "call", "code": "return self.norm(a + b)"}]})
     assert "function_node" not in shown and "job:localhost" not in shown
     assert "at line 78, in call: return self.norm(a + b)" in shown
-    assert "(3,6,8) and (3,6,16)" in shown and "embed_dim" in shown
+    assert "(3,6,8) and (3,6,16)" in shown and "embed_dim" not in shown  # no exercise: no part named
+    encoder = format_student_error("Your code raised InvalidArgumentError", {
+        "type": "InvalidArgumentError", "message": raw,
+        "student_frames": [{"line": 78, "function": "call", "code": "return self.norm(a + b)"}]},
+        parts_of({"dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}}))
+    assert "last Dense of the feed-forward" in encoder and "axes a mask was expanded on" in encoder
+    embedding = format_student_error("Your code raised InvalidArgumentError", {
+        "type": "InvalidArgumentError", "message": "Incompatible shapes: [3,7,8] vs. [10,8]",
+        "student_frames": [{"line": 40, "function": "call", "code": "return a + b"}]},
+        parts_of({"dims": {"sequence_length": 10, "input_dim": 50, "output_dim": 8}}))
+    assert "positions cover only the input's length" in embedding
+    assert "feed-forward" not in embedding and "mask" not in embedding
     keras2 = format_student_error("Your code raised TypeError", {
         "type": "TypeError", "message": "MultiHeadAttention.call() got multiple values for argument 'query_mask'"})
     assert "fourth positional argument is query_mask" in keras2
@@ -201,8 +219,104 @@ def test_markup_in_a_file_name_or_a_version_is_shown_as_text():
     verdict = summarise("exercise3", name, [check("api.constructor", "passed")],
                         dict(CONTEXT, tensorflow="[blink]2.21[/blink]", sandbox="[red]none[/red]"))
     console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
-    console.print(render(verdict))
+    console.print(render(verdict, details=True))
     out = console.file.getvalue()
     assert "\x1b]8" not in out and "\x1b[8m" not in out and "\x1b[5m" not in out  # no link, no concealed text
-    plain = text(verdict, width=200)
+    plain = text(verdict, width=200, details=True)
     assert "[link=https://example.com]ex[/link][8]hidden.py" in plain and "[blink]2.21[/blink]" in plain
+
+
+SANDBOX = {"sandbox": "Landlock ABI 7: writes only in its scratch folder; seccomp: no sockets of any kind",
+           "confinement": {"refused": {}}}
+
+
+def test_the_header_is_three_lines_with_the_sandbox_in_a_word():
+    verdict = summarise("exercise3", "/work/exercises/exercise3.py", [check("api.constructor", "passed")],
+                        dict(CONTEXT, **SANDBOX))
+    for width in (80, 100):
+        out = text(verdict, width=width)
+        head = out.split("✓ API")[0].splitlines()
+        assert len(head) <= 3, head
+        assert "Score 1/1" in head[0] and "sandboxed" in head[0] and "partly" not in out
+        assert "Landlock" not in out and "seccomp" not in out
+    assert "Landlock ABI 7" in text(verdict, details=True)
+    partly = summarise("exercise3", "x.py", [check("api.constructor", "passed")],
+                       dict(CONTEXT, sandbox="Landlock ABI 7; not applied: seccomp (refused)",
+                            confinement={"refused": {"seccomp": "refused"}}))
+    assert "partly sandboxed: see --details" in text(partly).splitlines()[0]
+
+
+def test_a_topic_that_passed_is_one_line_unless_every_check_is_asked_for():
+    checks = [check(f"config.c{i}", "passed") for i in range(4)] + [check("mask.m", "failed", 2, "Observed: x")]
+    verdict = summarise("exercise3", "x.py", checks, CONTEXT)
+    out = text(verdict)
+    assert "✓ Config 4/4" in out and "title of config.c0" not in out
+    assert "✗ Mask 0/2" in out and "title of mask.m" in out
+    every = text(verdict, all_checks=True)
+    assert all(f"title of config.c{i}" in every for i in range(4))
+
+
+CRASH = ("Your code raised ValueError {where}:\n  ValueError: A KerasTensor cannot be used as input to a "
+         "TensorFlow function.\n  at line 56, in compute_mask: return tf.math.not_equal(inputs, 0)")
+
+
+def test_a_crash_that_stops_several_checks_is_told_once_and_started_with():
+    verdict = summarise("exercise1", "x.py", [
+        check("api.constructor", "passed"),
+        check("mask.functional", "failed", 1, CRASH.format(where="when used in a functional model")),
+        check("config.keras_file", "failed", 1, CRASH.format(where="while saving to a .keras file")),
+    ], CONTEXT)
+    for width in (80, 100):
+        out = text(verdict, width=width)
+        assert out.count("at line 56, in compute_mask") == 1
+        flat = " ".join(out.split())
+        assert "Also fails: mask.functional" in flat
+        footer = flat.split("Start with")[1]
+        assert "(config.keras_file)" in footer and "mask.functional" not in footer  # the first one shown
+        assert flat.count("Start with") == 1
+
+
+def test_no_long_line_is_printed_twice():
+    why = "Why it matters: " + "each norm learns its own gamma and beta, fitted to its own input. " * 3
+    verdict = summarise("exercise3", "x.py", [
+        check("weights.two_norms", "failed", 2, "Observed: shared.\nExpected: two.\n" + why),
+        check("weights.norm_parameters", "failed", 1, "Observed: same gamma.\nExpected: own.\n" + why),
+        check("gradients.norms_differ", "failed", 1, "Observed: one gradient.\nExpected: two.\n" + why),
+    ], CONTEXT)
+    lines = [line.strip() for line in text(verdict).splitlines() if len(line.strip()) > 40]
+    assert len(lines) == len(set(lines))
+
+
+def test_a_passing_report_says_what_to_do_next():
+    def footer(exercise):
+        out = text(summarise(exercise, "x.py", [check("api.constructor", "passed")], CONTEXT))
+        return " ".join(out.split("Every check passed")[1].split())
+
+    assert "grade explain exercise3" in footer("exercise3")
+    assert "grade exercise2" in footer("exercise1") and "grade exercise5" in footer("exercise4")
+    last = footer("exercise5")
+    assert "last exercise" in last and "encoder" in last and "grade exercise" not in last
+
+
+def test_the_batch_summary_names_each_submission_by_its_first_cause():
+    from grader.batch import Result, Submission
+    from grader.report import batch_summary
+
+    crash = CRASH.format(where="when used in a functional model")
+    verdict = summarise("exercise1", "/x.py", [
+        check("mask.functional", "failed", 1, crash),
+        check("config.keras_file", "failed", 1, CRASH.format(where="while saving to a .keras file")),
+    ], CONTEXT)
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(batch_summary([Result(Submission("alice", Path("/x.py")), verdict, 1.0)], "out"))
+    assert "config.keras_file: title of config.keras_file" in console.file.getvalue()
+
+
+def test_a_topic_failing_because_of_a_later_check_points_down_to_it():
+    verdict = summarise("exercise1", "x.py", [
+        check("gradients.used_rows", "failed", 1, "Observed: row 7.\nExpected: rows 0-6.\nWhy it matters: a."),
+        check("forward.sum", "failed", 3, "Observed: numbered from 1.\nExpected: from 0.\nWhy it matters: b."),
+    ], CONTEXT)
+    out = text(verdict)
+    assert "(see forward.sum below)" in out.split("Gradients")[1].splitlines()[0]
+    assert "Also fails: gradients.used_rows" in out

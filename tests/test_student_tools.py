@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,25 +57,64 @@ def test_list_grades_a_file_again_once_it_changes(workspace, tmp_path):
     assert "2 of 5 exercises passed" in result.stdout
 
 
-def test_hints_come_one_at_a_time(tmp_path):
+def test_a_hint_answers_the_first_cause_and_grows_more_detailed(workspace, tmp_path, monkeypatch):
+    """exercise 3 with a shared norm: the hints for weights.two_norms, least revealing first; the
+    second call reuses the remembered grading of the unchanged file."""
+    from grader import progress
+
     state = tmp_path / "state"
-    hints = read_hints(exercises.get("exercise3").hints)
-    first = run("hint", "exercise3", cwd=tmp_path, state=state)
-    second = run("hint", "exercise3", cwd=tmp_path, state=state)
-    assert "hint 1 of" in first.stdout and "hint 2 of" in second.stdout
-    assert hints[0].split()[1] in first.stdout
-    every = run("hint", "exercise3", "--all", cwd=tmp_path, state=state)
-    assert all(f"hint {i} of {len(hints)}" in every.stdout for i in range(1, len(hints) + 1))
-    run("hint", "exercise3", "--reset", cwd=tmp_path, state=state)
-    assert "hint 1 of" in run("hint", "exercise3", cwd=tmp_path, state=state).stdout
+    first = run("hint", "exercise3", cwd=workspace, state=state)
+    assert first.returncode == 0, first.stderr
+    assert "for weights.two_norms" in first.stdout and "LayerNormalization() instances" in first.stdout
+    assert "Your report starts with weights.two_norms" in first.stdout
+    monkeypatch.setenv("GRADE_STATE_DIR", str(state))
+    remembered = progress.last_verdict(workspace / "exercises" / "exercise3.py")
+    assert remembered["causes"][0][0] == "weights.two_norms"
+    assert "gradients.norms_differ" in remembered["causes"][0]
+    every = run("hint", "exercise3", "--all", cwd=workspace, state=state)
+    count = len(read_hints(exercises.get("exercise3").hints))
+    assert all(f"hint {i} of {count}" in every.stdout for i in range(1, count + 1))
+    assert "Checks:" not in every.stdout  # the tags choose hints; students read the hints
 
 
-def test_the_last_hint_repeats_and_says_so(tmp_path):
+def test_a_stub_gets_the_hint_for_its_first_step(tmp_path):
     state = tmp_path / "state"
-    count = len(read_hints(exercises.get("exercise1").hints))
-    for _ in range(count + 1):
-        result = run("hint", "exercise1", cwd=tmp_path, state=state)
-    assert f"hint {count} of {count}" in result.stdout and "last hint" in result.stdout
+    submission = tmp_path / "exercise1.py"
+    shutil.copy(exercises.get("exercise1").stub, submission)
+    result = run("hint", "exercise1", "--submission", str(submission), cwd=tmp_path, state=state)
+    assert result.returncode == 0, result.stderr
+    assert "hint 1 of" in result.stdout and "for api.constructor" in result.stdout
+    solved = tmp_path / "solved.py"
+    shutil.copy(exercises.get("exercise1").solution, solved)
+    done = run("hint", "exercise1", "--submission", str(solved), cwd=tmp_path, state=state)
+    assert "no hint needed" in done.stdout
+
+
+def test_hints_of_one_cause_go_from_least_to_most_revealing_and_the_last_repeats():
+    from grader.hints import choose, read_tagged_hints
+
+    hints = read_tagged_hints(exercises.get("exercise3").hints)
+    cause = ["mask.masks_keys", "mask.padding_invariance"]
+    shown = [choose(hints, cause, n)[0].number for n in range(4)]
+    assert shown[0] < shown[1] and shown[1] == shown[2] == shown[3]  # two hints for it, the last repeats
+    assert "axis=1" not in hints[shown[0] - 1].text and "axis=1" in hints[shown[1] - 1].text
+    assert choose(hints, ["mask.propagates"], 0)[0].text.count("supports_masking") == 1
+    assert choose(hints, ["no.such_check"], 0) is None
+
+
+@pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
+def test_every_check_and_every_catalogued_mistake_has_a_hint(exercise):
+    from grader.hints import read_tagged_hints
+
+    from .catalog import catalog
+
+    hints = read_tagged_hints(exercises.get(exercise).hints)
+    tagged = {check_id for hint in hints for check_id in hint.checks}
+    declared = {d["id"] for d in exercises.get(exercise).declared_checks()}
+    assert tagged <= declared, f"hints name checks that do not exist: {sorted(tagged - declared)}"
+    assert declared <= tagged, f"no hint helps with {sorted(declared - tagged)}"
+    for mistake in catalog(exercise)[0]:
+        assert tagged & set(mistake.failing), mistake.name
 
 
 @pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
@@ -233,3 +273,47 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
         assert essentials(warm) == essentials(grade(exercise.id, cold, settings))
     assert verdicts[0].status == "failed" and verdicts[1].status == "passed"
     assert any(c.id == "weights.two_norms" and c.status == "failed" for c in verdicts[0].checks)
+
+
+def test_watch_mode_shows_each_report_in_place_under_one_status_line(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+    from watchfiles import Change
+
+    from grader import cli, grading
+    from grader.verdict import CheckResult, summarise
+
+    verdict = summarise("exercise3", str(tmp_path / "exercise3.py"), [
+        CheckResult("api.constructor", "Builds", "api", "failed", 0, 1, "Observed: x\nExpected: y\nWhy it matters: z")],
+        {"title": "The Transformer encoder", "seed": 0, "timeout": 120.0, "memory_mb": 4096})
+
+    class Finished:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def finish(self):
+            return verdict
+
+    monkeypatch.setattr(grading, "Grading", Finished)
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
+    submission = tmp_path / "exercise3.py"
+    submission.write_text("version 1")
+
+    def wakeups():
+        submission.write_text("version 2")
+        yield {(Change.modified, str(submission))}
+        raise KeyboardInterrupt
+
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    def grade_once():
+        return cli.grade_and_show(exercises.get("exercise3"), submission, None, console, watching=True)
+
+    cli.watch_loop(submission, wakeups(), grade_once, console)
+    screens = console.file.getvalue().split("\x1b[2J")
+    assert len(screens) == 3 and "Transformer encoder" not in screens[0]  # each report on a cleared screen
+    for screen in screens[1:]:
+        assert screen.count("exercise3 — The Transformer encoder") == 1
+        status = [line for line in screen.splitlines() if "Watching" in line]
+        assert len(status) == 1 and re.search(r"saved \d\d:\d\d:\d\d · graded in \d+\.\d s", status[0])
+        assert "save: the grader runs again." in " ".join(screen.split())

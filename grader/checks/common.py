@@ -29,6 +29,11 @@ SHARED_NORM_WHY = (
     "Transformer gives every residual sub-block its own norm, and one shared norm couples the "
     "updates: every step moves gamma and beta for all positions at once."
 )
+ONE_NORM_WHY = (
+    "A LayerNormalization learns its own scale (gamma) and shift (beta), fitted to the residual sum it "
+    "normalises; without them trainable it can only standardise, and the block cannot learn the scale "
+    "its output should have."
+)
 SHARED_NORM_SEE = "See weights.norm_parameters and gradients.norms_differ: one shared norm, one explanation."
 PADDING_WHY = "Attention to padding lets the amount of padding in a batch change how real tokens are encoded."
 KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsum_dense": "dense",
@@ -164,7 +169,7 @@ def assert_output_shape(forward: dict, expected: tuple, what: str) -> None:
         fail(
             f"output of shape {tuple(output.shape)}.",
             f"shape {expected} {what}.",
-            "The next layer — and the residual sums — depend on this shape.",
+            "The layers after this one depend on this shape.",
         )
     if not np.all(np.isfinite(output)):
         fail("the output holds NaN or infinite values.", "finite numbers.", "NaNs poison training.")
@@ -216,6 +221,7 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
 
 
 def assert_distinct_norms(structure: Structure, count: int, positions: str) -> None:
+    why = SHARED_NORM_WHY if count > 1 else ONE_NORM_WHY
     steps = structure.norm_steps
     instances = list(dict.fromkeys(s.event["layer"] for s in steps))
     gammas = [s.params.get("gamma") for s in steps]
@@ -233,13 +239,13 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
             f"{len(steps)} LayerNormalization calls on only {len(instances)} instance(s): one instance is "
             f"called {reused} times, so residual blocks share one gamma and one beta.",
             f"{count} separate LayerNormalization instances, one per residual block.",
-            SHARED_NORM_WHY,
+            why,
         )
     if len(steps) == count and len(set(gammas)) < count:
         fail(
             f"{count} LayerNormalization instances, but they share their gamma variable.",
             f"{count} norms, each with its own gamma and beta.",
-            SHARED_NORM_WHY,
+            why,
         )
     fail(
         f"{len(steps)} LayerNormalization call(s) on {len(instances)} instance(s); the call order was "
@@ -250,10 +256,10 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
 
 
 def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[str], values: dict,
-                           shared_seen: bool = False) -> None:
+                           shared_seen: bool = False, why: str = SHARED_NORM_WHY) -> None:
     steps = structure.norm_steps
     if not steps:
-        fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", SHARED_NORM_WHY)
+        fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", why)
     problems = []
     owners: dict[str, int] = {}
     for position, step in enumerate(steps, start=1):
@@ -276,7 +282,7 @@ def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[
             "; ".join(problems) + ".",
             f"each norm with its own trainable gamma and beta of shape ({embed_dim},), sharing no "
             "variable with another.",
-            SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else SHARED_NORM_WHY,
+            SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else why,
         )
 
 
@@ -284,7 +290,8 @@ def trainable_keys(forward: dict) -> set[str]:
     return {str(k) for k in forward.get("trainable") or []}
 
 
-def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str]) -> None:
+def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str],
+                            why: str | None = None) -> None:
     observed = Counter(tuple(np.shape(values[k])) for k in trainable_keys(forward) if k in values)
     wanted = Counter(expected)
     if observed == wanted:
@@ -294,9 +301,25 @@ def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], 
         f"{sum(observed.values())} trainable weights; missing shapes {shape_list(wanted - observed)}, "
         f"unexpected shapes {shape_list(observed - wanted)}.{hint}",
         f"{sum(wanted.values())} trainable weights: {summary}.",
-        "The weight list is the layer's architecture: a different width or a missing "
+        why or "The weight list is the layer's architecture: a different width or a missing "
         "trainable part changes what the layer can learn.",
     )
+
+
+def reused_norms(structure: Structure) -> int:
+    """How many norm positions of the call reuse an instance called before (0: none)."""
+    steps = structure.norm_steps
+    return len(steps) - len({s.event["layer"] for s in steps})
+
+
+def shared_norm_reason(structure: Structure) -> tuple[list[str], str | None]:
+    """(hints, why) for a weight list short of a norm because one instance serves two positions:
+    the explanation of the shared norm, so the report tells it as one cause."""
+    reused = reused_norms(structure)
+    if not reused:
+        return [], None
+    return [f"one LayerNormalization instance is called at {reused + 1} norm positions, so the gamma and beta "
+            "of the other norm are missing"], SHARED_NORM_WHY
 
 
 def attention_hints(structure: Structure, dims: dict, values: dict) -> list[str]:
@@ -385,17 +408,17 @@ def assert_all_gradients(report: GradientReport, exempt: set[str], expected: str
     if missing or unused or broken or wrong or zero:
         parts = []
         if missing:
-            parts.append("no gradient for " + ", ".join(missing) + " although the output depends on it "
+            parts.append("no gradient for " + _listed(missing) + " although the output depends on it "
                          "(the path is cut, for instance by a NumPy round trip)")
         if unused:
-            parts.append("no gradient for " + ", ".join(unused) + ": the output does not use it")
+            parts.append("no gradient for " + _listed(unused) + ": the output does not use it")
         if broken:
-            parts.append("NaN/inf gradient for " + ", ".join(broken))
+            parts.append("NaN/inf gradient for " + _listed(broken))
         if wrong:
-            parts.append("a gradient for " + ", ".join(wrong) + " that is not the gradient of what the layer "
+            parts.append("a gradient for " + _listed(wrong) + " that is not the gradient of what the layer "
                          "computes (part of the computation is hidden from differentiation, e.g. stop_gradient)")
         if zero:
-            parts.append("an all-zero gradient for " + ", ".join(zero))
+            parts.append("an all-zero gradient for " + _listed(zero))
         fail(
             "; ".join(parts) + ".",
             "for every trainable variable, the gradient of the output (an attention key bias excepted: "
@@ -403,6 +426,13 @@ def assert_all_gradients(report: GradientReport, exempt: set[str], expected: str
             "A variable with no gradient never learns: it is created but not on the path from "
             "inputs to outputs, or the path is cut.",
         )
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    """Variable names for a message: the first few, and how many more."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit - 1]) + f" and {len(names) - limit + 1} more"
 
 
 def key_biases(structure: Structure) -> set[str]:
@@ -535,10 +565,13 @@ def assert_config_own_keys(config: dict, expected: dict, class_name: str) -> Non
 
 def assert_from_config(config_phase: dict) -> None:
     if config_phase["rebuilt_name"] != LAYER_NAME:
+        config = config_phase.get("config") if isinstance(config_phase.get("config"), dict) else {}
         fail(
             f"the rebuilt layer is named {config_phase['rebuilt_name']!r}, not '{LAYER_NAME}'.",
             "from_config(get_config()) to keep the name.",
-            "Keras matches saved weights to layers partly by name; **kwargs must reach super().__init__.",
+            "Keras matches saved weights to layers partly by name; **kwargs must reach super().__init__."
+            + ("" if config.get("name") == LAYER_NAME else
+               " The config does not hold the layer's name: see config.base_keys."),
         )
     if config_phase["rebuilt_shapes"] != config_phase["original_shapes"]:
         fail(
@@ -884,6 +917,56 @@ def check_phase_ran(evidence, phase: str, check_id: str) -> dict:
 
 
 # --------------------------------------------------------------------------- forward
+
+
+INFERENCE_WHY = (
+    "Code that uses a trained layer calls it without `training` — model(x), a layer inside a model called "
+    "that way — and Keras then gives your call() the default of its `training` argument. Dropout (and any "
+    "other noise) must be off unless training is True: write call(..., training=None) and pass "
+    "training=training on to Dropout, never training=True. Otherwise every prediction is random."
+)
+
+
+def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bool = True) -> None:
+    """Called twice on the same input without ``training``, the layer (``layer_too``) and a model
+    holding it return the same numbers, and they are the parent's own output of the verified call
+    with training=False (``expected``): the child's outputs are compared with the parent's numbers,
+    never only with each other."""
+    from .advice import parts_of
+    from .evidence import format_student_error
+
+    error = evidence.error("inference")
+    if error is not None and not (error.get("internal") and not error.get("student_frames")):
+        from .framework import CheckFailed
+
+        raise CheckFailed(format_student_error(
+            f"Your code raised {error.get('type', 'an error')} when called without `training`", error,
+            parts_of(evidence.public_job)))
+    data = evidence.phase("inference")
+    calls = ([("your layer", data.get("layer"))] if layer_too else []) + [("a model holding it" if layer_too
+                                                                          else "your model", data.get("model"))]
+    for who, outputs in calls:
+        if not isinstance(outputs, list) or len(outputs) != 2 or \
+                not all(isinstance(o, np.ndarray) for o in outputs):
+            fail(f"{who}, called without `training`, did not return a tensor.",
+                 "one tensor, the same as with training=False.", INFERENCE_WHY)
+        first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
+        if first.shape != second.shape or not np.array_equal(first, second):
+            spread = (f" (they differ by up to {np.abs(first - second).max():.3g})"
+                      if first.shape == second.shape and np.all(np.isfinite(first - second)) else "")
+            fail(
+                f"called twice on the same input without `training`, {who} returned different outputs{spread}: "
+                "something random (a Dropout) is active at inference.",
+                "the same output at every call: with no `training` given, Dropout is off.",
+                INFERENCE_WHY,
+            )
+    for who, outputs in calls:
+        if not close(outputs[0], expected):
+            fail(
+                f"called without `training`, {who} computes something other than with training=False.",
+                "the same output with or without training=False: at inference the layer computes one function.",
+                INFERENCE_WHY,
+            )
 
 
 def self_attention_inputs(step, program, what: str):

@@ -12,6 +12,7 @@ import pytest
 
 from ..sandbox import ChildRun, looks_out_of_memory
 from . import budget
+from .advice import parts_of, shape_mismatch
 from .framework import CheckFailed, Unavailable
 
 PHASE_WORDS = {
@@ -172,7 +173,7 @@ class Evidence:
             raise pytest.skip.Exception(f"Not checked: your code raised {kind} {where} "
                                         f"(see check {self._reported[phase]}).")
         self._reported[phase] = reporter
-        return format_student_error(f"Your code raised {kind} {where}", error)
+        return format_student_error(f"Your code raised {kind} {where}", error, parts_of(self._public_job))
 
 
 def internal_error_message(phase: str, error: dict) -> str:
@@ -181,7 +182,7 @@ def internal_error_message(phase: str, error: dict) -> str:
             f"{_first_lines(error.get('message', ''), 2)}). This is a fault of the grader, not of your code.")
 
 
-def format_student_error(headline: str, error: dict) -> str:
+def format_student_error(headline: str, error: dict, parts: set[str] | None = None) -> str:
     """The student's error, once: the line of their file it happened on, the error without
     TensorFlow's internals, and — where the pattern is known — what it means in the grader's words."""
     message = clean_message(str(error.get("message", "")))
@@ -192,7 +193,7 @@ def format_student_error(headline: str, error: dict) -> str:
         lines.append(f"  at {place}, in {frame.get('function')}: {str(frame.get('code', '')).strip()}")
     if len(frames) > 3:
         lines.insert(2, f"  ({len(frames) - 3} earlier line(s) of your file in the traceback not shown)")
-    advice = explain_error(str(error.get("type", "")), message, frames)
+    advice = explain_error(str(error.get("type", "")), message, frames, parts)
     if advice:
         lines.append(advice)
     return "\n".join(lines)
@@ -210,8 +211,8 @@ def clean_message(message: str) -> str:
     return message.strip()
 
 
-def explain_error(kind: str, message: str, frames: list[dict]) -> str | None:
-    """What a known error means, in the student's terms."""
+def explain_error(kind: str, message: str, frames: list[dict], parts: set[str] | None = None) -> str | None:
+    """What a known error means, in the student's terms and the parts of the exercise (``advice``)."""
     import re
 
     code = str(frames[-1].get("code", "")) if frames else ""
@@ -233,11 +234,7 @@ def explain_error(kind: str, message: str, frames: list[dict]) -> str | None:
     shapes = re.search(r"Incompatible shapes: \[([0-9,]+)\] vs\. \[([0-9,]+)\]", message) or \
         re.search(r"Dimensions must be equal, but are (\d+) and (\d+)", message)
     if shapes:
-        left, right = shapes.group(1), shapes.group(2)
-        where = f" on `{code.strip()}`" if code else ""
-        return (f"Two tensors of shapes ({left}) and ({right}) were combined{where}. A residual sum or a "
-                "mask needs matching shapes: check the width of the last Dense of the feed-forward "
-                "(it must be embed_dim) and the axes a mask was expanded on.")
+        return shape_mismatch(shapes.group(1), shapes.group(2), code, parts)
     if kind == "AttributeError" and "'NoneType' object has no attribute" in message:
         return "A value was None where a tensor was expected: does every function you call end with `return`?"
     return None

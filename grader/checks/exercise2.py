@@ -11,6 +11,7 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    ONE_NORM_WHY, assert_deterministic_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
@@ -74,7 +75,7 @@ def check_output_shape(forward, job):
 @check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
 def check_one_norm(structure, dims, forward, values):
     assert_distinct_norms(structure, 1, "after the residual sum")
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
+    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
     structure.confirm()
 
 
@@ -185,7 +186,7 @@ WHYS = {
 }
 
 
-@check("forward.residual_norm", "Computes norm(inputs + attention(inputs, inputs))", "forward", points=3)
+@check("forward.residual_norm", "Computes norm(inputs + attention(inputs, inputs))", "forward", points=2)
 def check_residual_norm(plain, job, values):
     if not plain.verified:
         explain_unverified(plain, EXPECTED)
@@ -220,3 +221,8 @@ def check_residual_norm(plain, job, values):
     variants = attention_block_variants(x, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
                              otherwise=self_attention_inputs(attention[0], plain.program, "block"), whys=WHYS)
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

@@ -14,11 +14,13 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    assert_deterministic_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
     attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
+    shared_norm_reason,
     ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, observed_call,
     padding, pseudo_steps_of,
     raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
@@ -114,7 +116,9 @@ def check_trainable_list(forward, structure, dims, values):
     expected = attention_shapes(e, dims["num_heads"]) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 4
     summary = ("8 for MultiHeadAttention(num_heads, key_dim=embed_dim), 4 for Dense(dense_dim) and "
                "Dense(embed_dim), 2 for each norm")
-    assert_trainable_shapes(forward, values, expected, summary, attention_hints(structure, dims, values))
+    shared, why = shared_norm_reason(structure)
+    assert_trainable_shapes(forward, values, expected, summary, shared + attention_hints(structure, dims, values),
+                            why)
     structure.confirm()
 
 
@@ -277,7 +281,7 @@ WHYS = {
 }
 
 
-@check("forward.post_norm", "Computes the post-norm encoder", "forward", points=3)
+@check("forward.post_norm", "Computes the post-norm encoder", "forward", points=2)
 def check_post_norm(plain, job, values):
     if not plain.verified:
         explain_unverified(plain, POST_NORM)
@@ -311,3 +315,8 @@ def check_post_norm(plain, job, values):
         np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
         correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"), whys=WHYS,
     )
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

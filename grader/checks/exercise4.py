@@ -12,14 +12,16 @@ import pytest
 
 from . import analysis, check, fail
 from .common import (  # noqa: F401  (fixtures are used by name)
+    assert_deterministic_inference,
     Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
     assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
-    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call,
+    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call, shared_norm_reason,
 )
+from .advice import parts_of
 from .evidence import format_student_error
 from .reference import decoder_variants, resolve
 
@@ -145,10 +147,11 @@ def check_norm_parameters(structure, dims, forward, values):
 def check_trainable_list(forward, structure, dims, values):
     e, d = dims["embed_dim"], dims["dense_dim"]
     expected = 2 * attention_shapes(e, dims["num_heads"]) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 6
+    shared, why = shared_norm_reason(structure)
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",
-        attention_hints(structure, dims, values),
+        shared + attention_hints(structure, dims, values), why,
     )
     structure.confirm()
 
@@ -313,7 +316,7 @@ def check_lengths(evidence, job):
             built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
             fail(
-                format_student_error(f"your layer raised on {what} ({built})", error),
+                format_student_error(f"your layer raised on {what} ({built})", error, parts_of(evidence.public_job)),
                 "a decoder that works for any target and source lengths.",
                 "Sentences have many lengths. Build the causal mask in call() from the target's length at run "
                 "time — keras.ops.shape(inputs)[1], not inputs.shape[1], which is None in a functional model "
@@ -360,7 +363,7 @@ WHYS = {
 }
 
 
-@check("forward.decoder", "Computes the post-norm decoder", "forward", points=3)
+@check("forward.decoder", "Computes the post-norm decoder", "forward", points=2)
 def check_decoder(plain, job, values):
     if not plain.verified:
         explain_unverified(plain, DECODER)
@@ -394,3 +397,8 @@ def check_decoder(plain, job, values):
     variants = decoder_variants(x, encoder, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
                              whys=WHYS)
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

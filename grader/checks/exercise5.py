@@ -13,7 +13,7 @@ import pytest
 
 from . import analysis, check, fail
 from .common import dims  # noqa: F401  (fixtures are used by name)
-from .common import assert_masks_keys, effective_mask, whole_job
+from .common import assert_deterministic_inference, assert_masks_keys, effective_mask, whole_job
 from .ops import binary_crossentropy
 
 SEE = "mask.end_to_end"
@@ -67,7 +67,7 @@ def model(predictions, job):
     return predictions
 
 
-@check("api.model", "build_classifier returns a model from token ids to probabilities", "api", points=2)
+@check("api.model", "build_classifier returns a model from token ids to probabilities", "api", points=1)
 def check_model(evidence):
     build = evidence.phase("build", "api.model")
     if not build["is_model"]:
@@ -91,6 +91,12 @@ def check_model(evidence):
             "probabilities between 0 and 1 (a sigmoid on the last Dense layer).",
             "binary_crossentropy expects probabilities.",
         )
+
+
+
+@check("api.inference", "Called without `training`, its predictions are not random", "api")
+def check_inference(evidence, model):
+    assert_deterministic_inference(evidence, model.run(analysis.values(evidence)), layer_too=False)
 
 
 @check("weights.layers", "The model embeds positions and runs the encoder", "weights")

@@ -172,3 +172,13 @@ MISTAKES += [
         "compute_mask returned NoneType",
     ),
 ]
+
+MISTAKES += [
+    Mistake(
+        "positions_over_the_whole_table",
+        edit(("positions = keras.ops.arange(0, length, 1)",
+              "positions = keras.ops.arange(0, self.sequence_length, 1)")),
+        ("api.output_shape",),
+        "positions cover only the input's length",
+    ),
+]

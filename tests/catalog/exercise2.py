@@ -164,3 +164,17 @@ class SelfAttentionBlock('''),
         ),
     ),
 ]
+
+MISTAKES += [
+    Mistake(
+        "dropout_on_by_default",
+        edit(
+            ("        self.supports_masking = True\n",
+             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
+            ("def call(self, inputs, mask=None):", "def call(self, inputs, mask=None, training=True):"),
+            (RETURN, "return self.layernorm(inputs + self.dropout(attention_output, training=training))"),
+        ),
+        ("forward.inference",),
+        "returned different outputs",
+    ),
+]

@@ -560,3 +560,18 @@ MISTAKES += [
         "created inside call()",
     ),
 ]
+
+MISTAKES += [
+    Mistake(
+        "dropout_on_by_default",
+        edit(
+            ("        self.supports_masking = True\n",
+             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
+            ("def call(self, inputs, mask=None):", "def call(self, inputs, mask=None, training=True):"),
+            ("proj_output = self.dense_proj(proj_input)",
+             "proj_output = self.dropout(self.dense_proj(proj_input), training=training)"),
+        ),
+        ("forward.inference",),
+        "returned different outputs",
+    ),
+]

@@ -96,3 +96,12 @@ VARIANTS += [
                       "    return model")),
     ),
 ]
+
+MISTAKES += [
+    Mistake(
+        "dropout_always_on",
+        edit(("x = layers.Dropout(0.5)(x)", "x = layers.Dropout(0.5)(x, training=True)")),
+        ("api.inference",),
+        "returned different outputs",
+    ),
+]

@@ -65,5 +65,6 @@ def run(cls, job: dict, stream, scratch: str) -> None:
         data.pop("_output", None)
     phases.config_round_trip(stream, layer, plain)
     phases.saving(stream, layer, scratch, [(x.shape[1:], "float32"), (encoder.shape[1:], "float32")], [x, encoder])
+    phases.inference(stream, layer, [(x.shape[1:], "float32"), (encoder.shape[1:], "float32")], [x, encoder])
     if forward_ok:
         phases.gradients(stream, layer, registry, plain, job)

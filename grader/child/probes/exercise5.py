@@ -62,6 +62,10 @@ def run(build, job: dict, stream, scratch: str) -> None:
         data["before"] = phases.tensor(model(tokens, training=False))
         data["after"] = phases.tensor(loaded(tokens, training=False))
 
+    with stream.phase("inference") as data:
+        # called as code using a trained model calls it: no `training` argument
+        data["model"] = [phases.tensor(model(tokens)) for _ in range(2)]
+
     with stream.phase("gradients") as data:
         variables = list(model.trainable_weights)
         data["variables"] = [registry.variable(v) for v in variables]

@@ -54,6 +54,7 @@ def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
         data.pop("_output", None)
     config_round_trip(stream, layer, plain)
     saving(stream, layer, scratch, [(x.shape[1:], "float32")], [x])
+    inference(stream, layer, [(x.shape[1:], "float32")], [x])
     if forward_ok:
         gradients(stream, layer, registry, plain, job)
 
@@ -192,6 +193,20 @@ def saving(stream, layer, scratch: str, input_specs: list[tuple], arrays: list[n
         feed = arrays if len(arrays) > 1 else arrays[0]
         data["before"] = tensor(model(feed, training=False))
         data["after"] = tensor(loaded(feed, training=False))
+
+
+def inference(stream, layer, input_specs: list[tuple], arrays: list[np.ndarray]) -> None:
+    """The layer, and a functional model holding it, each called twice on the same input without
+    ``training``, as code using a trained layer calls them (``model(x)``, a layer inside a model
+    called that way). Only the outputs travel: the parent compares them with its own numbers."""
+    import keras
+
+    with stream.phase("inference") as data:
+        data["layer"] = [tensor(layer(*arrays)) for _ in range(2)]
+        inputs = [keras.Input(shape=shape, dtype=dtype) for shape, dtype in input_specs]
+        model = keras.Model(inputs if len(inputs) > 1 else inputs[0], layer(*inputs))
+        feed = arrays if len(arrays) > 1 else arrays[0]
+        data["model"] = [tensor(model(feed)) for _ in range(2)]
 
 
 def gradients(stream, layer, registry: Registry, call, job: dict) -> None:

@@ -1,0 +1,193 @@
+"""Groups the checks a verdict failed by the one cause behind them, for every output that teaches.
+
+One mistake often fails several checks: a shared norm fails the weight checks and the gradient
+checks with the same explanation; a crash in ``compute_mask`` stops both the saving check and the
+functional-model check with the same error; a call that raised keeps later checks from running.
+``root_causes`` finds these groups from the verdict alone — identical messages, the same error at
+the same line of the student's file, the same "Why it matters", a check named as the reason — so
+the report, the hints and the platforms' messages can say each cause once. The verdict itself keeps
+every check: grouping is how a cause is told, not what was graded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .verdict import TOPICS
+
+CHECK_ID = re.compile(r"\b(?:" + "|".join(TOPICS) + r")\.[a-z_]+\b")
+WHY = "Why it matters:"
+ERROR_LINE = re.compile(r"^\s+[A-Za-z_.]*(?:Error|Exception|Exit|Interrupt)[A-Za-z_]*: ")
+STUDENT_LINE = re.compile(r"^\s+at (?:line \d+|.+), in ")
+
+# When the first check fails, a failure of the others follows from it: they use what it checks (a
+# layer whose call returns no tensor fails everything after; a config without a key cannot be
+# rebuilt or saved; attention that sees padding lets padding change the output). Their failures are
+# told as the same cause, under it. "topic.*" stands for every check of the topic, "*" for all.
+FOLLOWS = {
+    "api.constructor": ("*",),
+    "api.output_shape": ("*",),
+    "api.model": ("*",),
+    "config.base_keys": ("config.from_config", "config.keras_file"),
+    "config.own_keys": ("config.from_config", "config.keras_file"),
+    "config.from_config": ("config.keras_file",),
+    "weights.one_norm": ("weights.trainable_list", "gradients.*", "forward.*"),
+    "weights.two_norms": ("weights.trainable_list", "gradients.norms_differ", "gradients.norms_diverge"),
+    "weights.three_norms": ("weights.trainable_list", "gradients.norms_differ"),
+    "weights.norm_parameters": ("weights.trainable_list", "gradients.norms_differ", "gradients.norms_diverge"),
+    "weights.two_tables": ("weights.trainable_list", "gradients.*", "forward.*"),
+    "forward.sum": ("gradients.*",),
+    "mask.values": ("mask.functional",),
+    "mask.attention_mask_shape": ("mask.masks_keys", "mask.padding_invariance"),
+    "mask.masks_keys": ("mask.padding_invariance",),
+    "mask.cross_attention_mask": ("mask.encoder_padding_invariance",),
+    "mask.end_to_end": ("mask.padding_invariance",),
+    "forward.call_order": ("forward.post_norm",),
+}
+
+
+def follows(upstream: str, downstream: str) -> bool:
+    """Whether a failure of ``upstream`` explains one of ``downstream`` (``FOLLOWS``)."""
+    for pattern in FOLLOWS.get(upstream, ()):
+        if pattern == "*" or pattern == downstream or (
+                pattern.endswith(".*") and downstream.startswith(pattern[:-1])):
+            return downstream != upstream
+    return False
+
+
+@dataclass
+class Cause:
+    """One reason checks did not pass: the check that tells it (``root``), the other checks that
+    failed for the same reason (``also``) and those it kept from running (``unchecked``)."""
+
+    root: object
+    also: list = field(default_factory=list)
+    unchecked: list = field(default_factory=list)
+
+    @property
+    def checks(self) -> list:
+        return [self.root, *self.also, *self.unchecked]
+
+    @property
+    def points_lost(self) -> float:
+        return sum(c.max_points - c.points for c in self.checks)
+
+    @property
+    def followers(self) -> list:
+        return [*self.also, *self.unchecked]
+
+
+def report_order(checks) -> list:
+    """The checks topic by topic, in the order of the checks within one."""
+    checks = list(checks)
+    ordered = [c for topic in TOPICS for c in checks if c.topic == topic]
+    return ordered + [c for c in checks if c.topic not in TOPICS]
+
+
+def why_of(message: str) -> str:
+    for line in (message or "").splitlines():
+        if line.startswith(WHY):
+            return line[len(WHY):].strip()
+    return ""
+
+
+def crash_of(message: str) -> str:
+    """The error a message reports the student's code raised — its first line and the lines of the
+    student's file it passed through — whatever check reported it and in whatever words; "" when
+    the message reports no error."""
+    lines = (message or "").splitlines()
+    error = next((line.strip() for line in lines if ERROR_LINE.match(line)), "")
+    if not error:
+        return ""
+    return "\n".join([error] + [line.strip() for line in lines if STUDENT_LINE.match(line)])
+
+
+def root_causes(checks) -> list[Cause]:
+    """Every check that did not pass, in exactly one cause; the causes in report order."""
+    ordered = report_order(checks)
+    told = [c for c in ordered if c.status != "passed" and not (c.status == "skipped" and c.cause)]
+    by_id = {c.id: c for c in ordered}
+    parent = {c.id: c.id for c in told}
+
+    def find(check_id: str) -> str:
+        while parent[check_id] != check_id:
+            parent[check_id] = parent[parent[check_id]]
+            check_id = parent[check_id]
+        return check_id
+
+    def join(a: str, b: str) -> None:
+        a, b = find(a), find(b)
+        if a != b:
+            first, second = sorted((a, b), key=lambda i: position[i])
+            parent[second] = first
+
+    position = {c.id: index for index, c in enumerate(ordered)}
+    seen: dict[tuple, str] = {}
+    for check in told:
+        keys = [("message", check.message)] if check.message else []
+        if check.status == "failed":
+            if crash_of(check.message):
+                keys.append(("crash", crash_of(check.message)))
+            why = why_of(check.message)
+            if len(why) > 30 and not why.lower().startswith("see "):  # a reference is no explanation
+                keys.append(("why", why))
+            for named in CHECK_ID.findall(why):
+                if named in parent and named != check.id and by_id[named].status == "failed":
+                    join(check.id, named)
+        for key in keys:
+            if key in seen:
+                join(check.id, seen[key])
+            else:
+                seen[key] = check.id
+    failed = [c for c in told if c.status == "failed"]
+    for upstream in failed:
+        for downstream in failed:
+            if follows(upstream.id, downstream.id):
+                join(upstream.id, downstream.id)
+    groups: dict[str, list] = {}
+    for check in told:
+        groups.setdefault(find(check.id), []).append(check)
+    causes: dict[str, Cause] = {}
+    for group in groups.values():
+        # told by a check no other check of the group explains, the first of those in report order
+        sources = [c for c in group if not any(follows(other.id, c.id) for other in group)] or group
+        root = sources[0]
+        cause = Cause(root, [c for c in group if c is not root])
+        for check in group:
+            causes[check.id] = cause
+    for check in ordered:
+        if check.status == "skipped" and check.cause:
+            root, hops = check.cause, 0
+            while root in by_id and by_id[root].cause and hops < len(by_id):
+                root, hops = by_id[root].cause, hops + 1
+            if root in parent:
+                causes[root].unchecked.append(check)
+            else:  # the check named as the reason passed, or is unknown: told on its own
+                causes[check.id] = Cause(check)
+    unique = {id(cause): cause for cause in causes.values()}
+    return sorted(unique.values(), key=lambda cause: position[cause.root.id])
+
+
+def first_cause(checks) -> Cause | None:
+    causes = root_causes(checks)
+    return causes[0] if causes else None
+
+
+def told_once(checks) -> dict[str, str]:
+    """The message each check that did not pass gets in an output listing every check (nbgrader's
+    cells, Gradescope's tests, PrairieLearn's): the first check of a cause keeps its message and
+    names the checks it also fails; the other failed checks of that cause point to it instead of
+    repeating it; checks kept from running keep their own one-line reason."""
+    messages: dict[str, str] = {}
+    for cause in root_causes(checks):
+        root = cause.root
+        message = root.message or ""
+        if cause.also:
+            message += f"\nAlso fails because of this: {', '.join(c.id for c in cause.also)}."
+        messages[root.id] = message
+        for check in cause.also:
+            messages[check.id] = f"Same cause as {root.id} ({root.title}): its message says what to fix."
+        for check in cause.unchecked:
+            messages[check.id] = check.message
+    return messages
