@@ -61,7 +61,7 @@ HOSTILE = {
         "unittest.TestCase.assertEqual = lambda *a, **k: None\n"
         "pytest.fail = lambda *a, **k: None\n"
         "import grader.checks.framework as framework\nframework.fail = lambda *a, **k: None\n" + STUB,
-        {"failed"}, "NotImplementedError",
+        {"error"}, "Permission denied",  # the checks are not even readable from a grading
     ),
     "patches_the_probe_and_stream": (
         "import grader.child.probes.exercise3 as probe\n"
@@ -120,7 +120,7 @@ def _landlock_available() -> bool:
     return abi_version() >= 6
 
 
-NEEDS_LANDLOCK = {"reads_the_solution", "signals_the_grader", "writes_files_everywhere"}
+NEEDS_LANDLOCK = {"reads_the_solution", "signals_the_grader", "writes_files_everywhere", "patches_test_helpers"}
 
 
 @pytest.fixture(scope="module")
