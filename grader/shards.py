@@ -76,7 +76,13 @@ def manifest(exercise: str, shard: Shard, class_ids, settings, visibility: str |
     return {"format": MANIFEST_FORMAT, "exercise": exercise, "shard": {"k": shard.k, "n": shard.n},
             "seed": settings.seed, "grader_version": __version__, "timeout": settings.timeout,
             "memory_mb": settings.memory_mb, "gradescope_visibility": visibility or DEFAULT_VISIBILITY,
-            "sandbox": sorted({line for line in sandboxes if line}), "class": sorted(set(class_ids))}
+            "sandbox": sorted({class_line(line) for line in sandboxes if line}), "class": sorted(set(class_ids))}
+
+
+def class_line(sandbox: str) -> str:
+    """A grading's sandbox line as it holds for the whole class: each grading runs as a user id of
+    its own, which the class's line does not list."""
+    return re.sub(r"runs as user \d+,", "runs as a user of its own,", sandbox)
 
 
 def write_manifest(folder: Path, record: dict) -> None:
@@ -150,8 +156,8 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
                          "every shard from the same submissions")
     sizes = {r["_shard"].n for r in records}
     if len(sizes) > 1:
-        raise ShardError(f"these shards cut the class into different numbers of shares: "
-                         f"{', '.join(f'{f}: {r['_shard']}' for f, r in zip(folders, records))}")
+        shown = ", ".join(f"{f}: {r['_shard']}" for f, r in zip(folders, records))
+        raise ShardError(f"these shards cut the class into different numbers of shares: {shown}")
     n = first["_shard"].n
     by_k: dict[int, Path] = {}
     for folder, record in zip(folders, records):
