@@ -191,8 +191,14 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 
 
 def e(value) -> str:
-    """Text for HTML, quotes included: whatever it holds, it stays text."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML, quotes included: whatever it holds, it stays text (and bytes of a file name
+    that are not UTF-8, kept by Python as surrogates, are written as escapes)."""
+    text = str(value)
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name gives
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(text, quote=True)
 
 
 def num(value: float) -> str:
@@ -377,6 +383,6 @@ def write_report(folder, results: ClassResults | None = None) -> str:
     results = results if results is not None else read_results(Path(folder))
     path = Path(folder) / "report.html"
     temporary = path.with_name(".report.html.tmp")
-    temporary.write_text(render(results), encoding="utf-8")
+    temporary.write_text(render(results), encoding="utf-8", errors="backslashreplace")
     temporary.replace(path)
     return str(path)

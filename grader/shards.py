@@ -63,7 +63,7 @@ def parse_shard(value: str) -> Shard:
 
 def share_of(identity: str, n: int) -> int:
     """The share (1 to n) an id belongs to: the same on every machine and in every run."""
-    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).digest()
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).digest()  # any str, file names' bytes too
     return int.from_bytes(digest[:8], "big") % n + 1
 
 
@@ -197,7 +197,7 @@ def merge(folders: list[Path], out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdicts.jsonl").write_text("".join(line + "\n" for _, line in lines), encoding="utf-8")
     order = {cell(_text(identity)): index for index, (identity, _) in enumerate(lines)}
-    with open(out / "summary.csv", "w", encoding="utf-8", newline="") as handle:
+    with open(out / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(sorted(rows, key=lambda row: (order.get(row[0], len(order)), row[0])))

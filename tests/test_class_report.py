@@ -66,7 +66,7 @@ def results_folder(folder: Path, verdicts: list[dict] = CLASS, seed=None) -> Pat
     folder.mkdir(parents=True, exist_ok=True)
     ordered = sorted(verdicts, key=lambda v: v["id"])
     (folder / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in ordered), encoding="utf-8")
-    with open(folder / "summary.csv", "w", encoding="utf-8", newline="") as handle:
+    with open(folder / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
         writer = csv.writer(handle)
         writer.writerow(["id", "status", "score", "max_score", "seconds", "submission", "manual_points"])
         for index, v in enumerate(ordered):
@@ -205,6 +205,16 @@ def test_grade_class_report_rewrites_each_folder_s_report(tmp_path, capsys):
     assert len(Page((one / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == len(CLASS)
     assert len(Page((two / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == 2
     assert "8 submissions" in capsys.readouterr().out
+
+
+def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path):
+    from grader.class_report import write_report
+
+    name = os.fsdecode(b"caf\xe9")  # Python keeps the byte as a surrogate
+    folder = results_folder(tmp_path / "out", [verdict(name, SHARED), verdict("ok", ALL_PASS)])
+    page = Path(write_report(folder)).read_text(encoding="utf-8")
+    assert "caf\\xe9" in page
+    assert [row[0] for row in Page(page).tables["submissions"]] == ["caf\\xe9", "ok"]
 
 
 @pytest.mark.parametrize("make, said", [
