@@ -298,8 +298,8 @@ def render(results: ClassResults) -> str:
                'scores 0.</p><figure>'
                + column_chart([(str(points), count) for points, count in s.distribution], "submissions by score")
                + f"<figcaption>Submissions by score ({e(label)}).</figcaption></figure>"
-               + _table("Submissions by score", [e(label.capitalize()), "Submissions"],
-                        [[str(points), str(count)] for points, count in s.distribution], {0, 1}, "scores")
+               + _table("Submissions by score (scores nobody got left out)", [e(label.capitalize()), "Submissions"],
+                        [[str(points), str(count)] for points, count in s.distribution if count], {0, 1}, "scores")
                + "</section>")
 
     out.append(f'<section id="checks"><h2>Checks by topic, worst first</h2><p class="muted">Pass rates over the '

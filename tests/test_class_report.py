@@ -154,7 +154,9 @@ def test_pass_rates_group_sizes_and_ungradable_list_equal_the_verdicts(tmp_path)
     assert [(row[0], row[2]) for row in ungradable] == [(v["id"], v["error"]) for v in verdicts
                                                         if v["status"] == "error"]
     scores = {int(row[0]): int(row[1]) for row in (page.tables["scores"])}
-    assert scores == {points: sum(int(v["score"]) == points for v in verdicts) for points in range(5)}
+    assert scores == {points: count for points in range(5)
+                      if (count := sum(int(v["score"]) == points for v in verdicts))}
+    assert sum(scores.values()) == len(verdicts)
     every = (page.tables["submissions"])
     assert [row[0] for row in every] == [v["id"] for v in verdicts]
     assert (page.tables["time"])[0][0] == str(len(verdicts))
