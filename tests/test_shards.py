@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
-from grader.class_report import render
+from grader.class_report import render, root_causes
 from grader.results import read_results
 from grader.shards import Shard, ShardError, parse_shard, share_of
 
 from .catalog.exercise3 import MISTAKES
+from .test_class_report import Page
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
@@ -143,6 +144,21 @@ def test_the_whole_run_reports_what_its_verdicts_say(graded):
     assert statuses["broken"] == statuses["prints_html"] == "error"
     assert statuses["erin"] == statuses["<img src=x onerror=alert(1)>"] == "failed"
     page = (results / "whole" / "report.html").read_text(encoding="utf-8")
+    tables = Page(page).tables
+    graded = [line for line in lines if line["status"] != "error"]
+    for row in tables["checks"]:
+        statuses = [c["status"] for line in graded for c in line["checks"] if c["id"] == row[0]]
+        assert row[2:7] == [str(statuses.count(s)) for s in ("passed", "failed", "error", "timeout", "skipped")]
+    assert len(tables["checks"]) == len({c["id"] for line in graded for c in line["checks"]})
+    groups = {}
+    for line in graded:
+        if root_causes(line):
+            groups.setdefault(root_causes(line), []).append(line["id"])
+    assert sorted((int(row[0]), row[3]) for row in tables["mistakes"]) == sorted(
+        (len(ids), ", ".join(ids)) for ids in groups.values())
+    assert [int(row[0]) for row in tables["mistakes"]] == sorted(map(len, groups.values()), reverse=True)
+    assert groups[next(c for c in groups if "weights.two_norms" in c)] == ["<img src=x onerror=alert(1)>", "erin"]
+    assert [row[0] for row in tables["ungradable"]] == ["broken", "prints_html"]
     assert "<img src=x" not in page and "<script>" not in page and "<b>bold" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "&lt;b&gt;bold&lt;/b&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
