@@ -123,7 +123,8 @@ def summarise(results: ClassResults) -> Summary:
         groups[causes].students.append(verdict["id"])
     mistakes = sorted(groups.values(), key=lambda m: (-len(m.students), m.causes))
 
-    ungradable = [(v["id"], v.get("student"), str(v.get("error") or "")) for v in verdicts if v.get("status") == "error"]
+    ungradable = [(v["id"], v.get("student"), str(v.get("error") or ""))
+                  for v in verdicts if v.get("status") == "error"]
     seeds = sorted({str(v["seed"]) for v in verdicts if v.get("seed") is not None}, key=lambda x: (len(x), x))
     versions = sorted({str(v.get("grader_version")) for v in verdicts if v.get("grader_version")})
     if manifest.get("grader_version") and not versions:
@@ -183,7 +184,8 @@ figure { margin: .5rem 0; } svg { max-width: 100%; height: auto; display: block;
 svg text { fill: var(--fg); font: 12px system-ui, sans-serif; } svg .axis { stroke: var(--line); }
 svg .bar { fill: var(--bar); } svg .good { fill: var(--good); } svg .bad { fill: var(--bad); }
 svg .track { fill: var(--zebra); stroke: var(--line); }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; } dt { font-weight: 600; } dd { margin: 0; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; }
+dt { font-weight: 600; } dd { margin: 0; }
 .students { max-width: 28rem; overflow-wrap: anywhere; }
 """
 
@@ -228,7 +230,8 @@ def column_chart(bars: list[tuple[str, float]], label: str, unit: str = "") -> s
         if value:
             parts.append(f'<text x="{x + step / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle">{num(value)}</text>')
         if index % every == 0:
-            parts.append(f'<text x="{x + step / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle">{e(name)}</text>')
+            parts.append(f'<text x="{x + step / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+                         f'{e(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -277,7 +280,8 @@ def render(results: ClassResults) -> str:
     out = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-           f'<meta name="color-scheme" content="light dark"><title>{e(title)}</title><style>{STYLE}</style></head><body>',
+           f'<meta name="color-scheme" content="light dark"><title>{e(title)}</title>'
+           f'<style>{STYLE}</style></head><body>',
            f"<h1>{e(title)}</h1>",
            f'<p><strong>{total}</strong> submissions: <span class="passed">{s.statuses.get("passed", 0)} passed'
            f'</span>, <span class="failed">{s.statuses.get("failed", 0)} failed</span>, <span class="error">'

@@ -174,7 +174,8 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
         found = [identity for identity, _ in _verdict_lines(folder)]
         strays = sorted(set(found) - expected)
         if strays or len(found) != len(set(found)):
-            raise ShardError(f"{folder} holds verdicts that are not its shard's ({', '.join(strays[:5]) or 'an id twice'})")
+            raise ShardError(f"{folder} holds verdicts that are not its shard's "
+                             f"({', '.join(strays[:5]) or 'an id twice'})")
         lost = sorted(expected - set(found))
         if lost:
             raise ShardError(f"{folder} lacks {len(lost)} verdict(s) of its shard ({', '.join(lost[:5])}"

@@ -204,6 +204,9 @@ def test_merging_refuses_missing_overlapping_and_mixed_shards(graded, tmp_path, 
     (short / "verdicts.jsonl").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
     assert "did not finish" in refused(one, short)
     assert "not a folder of results" in refused(one, tmp_path / "nowhere")
+    garbled = altered("garbled")
+    (garbled / "run.json").write_text("{\"format\": 1, \"shard\": {}}", encoding="utf-8")
+    assert "is not a manifest this grader can read" in refused(one, garbled)
     before = verdict_lines(one)
     with pytest.raises(SystemExit):
         cli.main(["merge", str(one), str(two), "--out", str(one), "--force"])
@@ -233,3 +236,14 @@ def test_shares_are_stable_and_cover_every_id():
     ids = [f"student{i}" for i in range(300)]
     for n in (1, 2, 5):
         assert sorted(i for k in range(1, n + 1) for i in ids if Shard(k, n).holds(i)) == sorted(ids)
+
+
+def test_force_replaces_an_earlier_run_s_manifest_and_report_and_keeps_other_files(tmp_path):
+    from grader.batch import prepare_results_folder
+
+    for name in ("run.json", "report.html", "verdicts.jsonl", "notes.txt"):
+        (tmp_path / name).write_text("earlier", encoding="utf-8")
+    with pytest.raises(Exception, match="not empty"):
+        prepare_results_folder(tmp_path)
+    prepare_results_folder(tmp_path, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
