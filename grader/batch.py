@@ -19,7 +19,9 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
   no autograded score includes);
 - ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points (an id or path
   that a spreadsheet would run as a formula starts with an apostrophe);
-- ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.platforms``).
+- ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.platforms``);
+- once the run ends, ``run.json`` (its manifest: exercise, shard, seed, grader version, the class's
+  ids; ``grader.shards``) and ``report.html``, the class at a glance (``grader.class_report``).
 """
 
 from __future__ import annotations
@@ -351,7 +353,7 @@ class Result:
     seconds: float
 
 
-RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope")
+RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", "run.json", "report.html")
 SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
 
 
@@ -586,3 +588,25 @@ def _next_ready(pending) -> int:
         for grading in waiting:
             poller.register(grading.sentinel, select.POLLIN)
         poller.poll(int(min(g.seconds_left() for g in waiting) * 1000) + 10)
+
+
+def cut(found: Discovery, shard) -> Discovery:
+    """The share ``shard`` (``grader.shards.Shard``) of what ``survey`` found, by id: every machine
+    that surveys the same class cuts it the same way."""
+    return replace(found, submissions=[s for s in found.submissions if shard.holds(s.id)],
+                   refused=[s for s in found.refused if shard.holds(s.id)])
+
+
+def class_ids(found: Discovery) -> list[str]:
+    """The ids of the whole class, every row ``survey`` gives (graded or refused)."""
+    return sorted(s.id for s in found.submissions + found.refused)
+
+
+def finish_run(out: Path, manifest: dict) -> None:
+    """Once every result of a run is written: its manifest, then the class report drawn from the
+    files (``grade class-report`` draws the same page from them later)."""
+    from .class_report import write_report
+    from .shards import write_manifest
+
+    write_manifest(out, manifest)
+    write_report(out)

@@ -6,7 +6,9 @@
     grade list [--json]
     grade hint EXERCISE [--all] [--reset]
     grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
-    grade batch [PATH...] --exercise EXERCISE --out DIR [...]
+    grade batch [PATH...] --exercise EXERCISE --out DIR [--shard K/N] [...]
+    grade merge OUT... --out DIR [--force]
+    grade class-report OUT...
     grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
     grade explain exercise3 [--submission PATH] [--seed N] [--json]
 """
@@ -43,6 +45,8 @@ for students:
 for instructors:
   grade nbgrader-course course                    an nbgrader course
   grade batch submitted --exercise 3 --out res    grade a whole class
+  grade merge res-1 res-2 --out res               one class from its shards
+  grade class-report res                          rewrite res/report.html
   grade gradescope-autograder 3 --out ag.zip      Gradescope's autograder
   grade 3 --submission FILE --json                one file, JSON verdict"""
 
@@ -54,7 +58,8 @@ environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of
 are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
 
 # The commands main() dispatches, for suggestions when a name is neither a command nor an exercise.
-COMMANDS = ("init", "list", "hint", "explain", "nbgrader-course", "batch", "gradescope-autograder")
+COMMANDS = ("init", "list", "hint", "explain", "nbgrader-course", "batch", "merge", "class-report",
+            "gradescope-autograder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         return course_command(argv[1:])
     if argv and argv[0] == "batch":
         return batch_command(argv[1:])
+    if argv and argv[0] == "merge":
+        return merge_command(argv[1:])
+    if argv and argv[0] == "class-report":
+        return class_report_command(argv[1:])
     if argv and argv[0] == "explain":
         return explain_command(argv[1:])
     if _mistyped_command(argv[0]):  # before the arguments meant for that command are refused
@@ -644,8 +653,9 @@ def batch_command(argv: list[str]) -> int:
                     "submitted/<student>/<exercise>/ is graded, one file per student, the student being the id; "
                     "other assignments and stray files are listed and skipped. Elsewhere every .py or .ipynb "
                     "file is graded. TensorFlow is imported once; each submission runs in its own forked child "
-                    "with the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv and "
-                    "gradescope/<id>/results.json into --out.",
+                    "with the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv, "
+                    "gradescope/<id>/results.json, run.json (the run's manifest) and report.html (the class "
+                    "at a glance) into --out.",
         epilog="exit codes: 0 every submission found was graded (and, with --gradebook, stored), whatever its "
                "score; 2 nothing to grade, a bad option, or some result not stored in the gradebook.",
     )
@@ -664,6 +674,9 @@ def batch_command(argv: list[str]) -> int:
                              "verdicts without executing them again: scores in COURSE/gradebook.db, notebooks in "
                              "COURSE/autograded/, so nbgrader export and generate_feedback work (the assignment "
                              "must have been generated there)")
+    parser.add_argument("--shard", metavar="K/N", default=None,
+                        help="grade only share K of N of the class, cut by id the same way on every machine "
+                             "(1/3, 2/3, 3/3); grade merge joins the shares' results")
     add_settings_arguments(parser)
     add_visibility_argument(parser)
     args = parser.parse_args(argv)
@@ -671,6 +684,15 @@ def batch_command(argv: list[str]) -> int:
     settings = resolve_settings(args, parser)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    from .shards import WHOLE, ShardError, parse_shard
+
+    try:
+        shard = parse_shard(args.shard) if args.shard is not None else WHOLE
+    except ShardError as exc:
+        parser.error(str(exc))
+    if shard != WHOLE and args.gradebook is not None:
+        parser.error("--gradebook stores a whole class: grade the shards without it, grade merge them, then "
+                     "store the merged class with one grade batch --gradebook run")
     paths = args.paths or ([args.gradebook] if args.gradebook is not None else [])
     if not paths:
         parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
@@ -683,13 +705,14 @@ def batch_command(argv: list[str]) -> int:
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
 
-    from .batch import LayoutError, ResultsFolderError, prepare_results_folder, survey
+    from .batch import LayoutError, ResultsFolderError, class_ids, cut, finish_run, prepare_results_folder, survey
 
     try:
-        found = survey(paths, exercise.id)
+        whole = survey(paths, exercise.id)
         prepare_results_folder(args.out, args.force)
     except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
         parser.error(str(exc))
+    found = cut(whole, shard)
 
     from rich.console import Console
 
@@ -700,9 +723,12 @@ def batch_command(argv: list[str]) -> int:
         console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
         for skipped in found.skipped:
             say(console, f"  {skipped.path}: {skipped.why}")
-    if not found.submissions and not found.refused:
+    if not whole.submissions and not whole.refused:
         say(console, f"No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.", "red")
         return EXIT_ERROR
+    if shard != WHOLE:
+        say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
+                     f"{len(class_ids(whole))} submissions.")
     from .platforms import gradescope_visibility
 
     with gradescope_visibility(args.gradescope_visibility):
@@ -711,13 +737,78 @@ def batch_command(argv: list[str]) -> int:
 
     from .notebooks import manual_note
     from .report import batch_summary
+    from .shards import manifest
 
+    sandboxes = [r.verdict.context.get("sandbox") for r in results]
+    finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
+                                  sandboxes))
     console.print(batch_summary(results, args.out.resolve()))
+    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
     note = manual_note(exercise.id)
     if note:
         console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
     if args.gradebook is not None:
         return store_in_gradebook(args.gradebook, exercise.id, results, console)
+    return 0
+
+
+def merge_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade merge",
+        description="Join the results folders of every shard of a class (grade batch --shard K/N) into one "
+                    "results folder, the same as grading the class in one run: verdicts.jsonl, summary.csv, "
+                    "gradescope/, run.json and report.html. Refused: overlapping or missing shards, mixed "
+                    "seeds, grader versions or settings, a shard that did not finish.",
+        epilog="exit codes: 0 merged; 2 the shards cannot be merged, or a bad option.")
+    parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder of each shard")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for the merged results: new or empty, unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results of an earlier run in --out (other files there are kept)")
+    args = parser.parse_args(argv)
+    from .batch import ResultsFolderError, prepare_results_folder
+    from .class_report import write_report
+    from .shards import ShardError, check_mergeable, merge
+
+    out = args.out.resolve()
+    if any(out == folder.resolve() for folder in args.folders):
+        parser.error(f"--out {args.out} is one of the shards: merge into a folder of its own")
+    try:
+        check_mergeable(args.folders)
+        prepare_results_folder(args.out, args.force)
+        merged = merge(args.folders, args.out)
+    except (ShardError, ResultsFolderError) as exc:
+        parser.error(str(exc))
+    write_report(args.out)
+    from rich.console import Console
+
+    say(Console(), f"Merged {len(args.folders)} shard(s), {len(merged['class'])} submissions of "
+                   f"{merged['exercise']}, into {out} (report.html: the class at a glance).")
+    return 0
+
+
+def class_report_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade class-report",
+        description="Write report.html again into each results folder of grade batch or grade merge, from its "
+                    "verdicts.jsonl, summary.csv and run.json: one static page (no script, nothing fetched) "
+                    "with the score distribution, each check's pass rate by topic, the most common "
+                    "mistakes, the submissions that could not be graded, and time per grading.",
+        epilog="exit codes: 0 every report written; 2 a folder holds no results.")
+    parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder")
+    args = parser.parse_args(argv)
+    from .class_report import write_report
+    from .results import ResultsError, read_results
+
+    try:
+        every = [(folder, read_results(folder)) for folder in args.folders]  # all readable before any is written
+    except ResultsError as exc:
+        parser.error(str(exc))
+    from rich.console import Console
+
+    console = Console()
+    for folder, results in every:
+        say(console, f"{write_report(folder, results)}: {len(results.verdicts)} submissions")
     return 0
 
 

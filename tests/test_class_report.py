@@ -1,0 +1,299 @@
+"""The class report: its numbers are those of verdicts.jsonl, a class's text stays text, and a real
+browser draws it offline with no error.
+
+Results folders are written here without grading (the report reads only files);
+tests/test_shards.py grades a small class with catalogued mistakes and checks its report too.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from grader import cli
+from grader.class_report import render, root_causes, summarise
+from grader.results import read_results
+
+NAME = "<script>alert(1)</script>"
+HTML_MESSAGE = "Your layer printed <img src=x onerror=alert(3)><script>alert(4)</script> & raised"
+
+
+def check(check_id: str, status: str, message: str = "") -> dict:
+    topic = check_id.split(".")[0]
+    return {"id": check_id, "title": f"title of {check_id}", "topic": topic, "status": status,
+            "points": 1.0 if status == "passed" else 0.0, "max_points": 1.0, "message": message}
+
+
+SKIPPED = "Not checked: it needs the weights (see check weights.two_norms)."
+
+
+def verdict(identity: str, statuses: dict[str, str], student: str | None = None, error: str | None = None,
+            messages: dict[str, str] | None = None) -> dict:
+    messages = messages or {}
+    checks = [] if error else [check(i, s, SKIPPED if s == "skipped" else messages.get(i, f"{i} is wrong"))
+                               for i, s in statuses.items()]
+    score = sum(c["points"] for c in checks)
+    status = "error" if error else ("passed" if all(c["status"] == "passed" for c in checks) else "failed")
+    return {"exercise": "exercise3", "submission": f"/class/{identity}.py", "status": status, "score": score,
+            "max_score": 4.0, "error": error, "checks": checks, "id": identity, "student": student,
+            "graded_at": "2026-12-01T10:00:00+00:00", "seed": 11, "grader_version": "0.1.0", "manual_points": 2}
+
+
+ALL_PASS = {"api.output_shape": "passed", "weights.two_norms": "passed", "gradients.norms_differ": "passed",
+            "mask.padding": "passed"}
+SHARED = dict(ALL_PASS, **{"weights.two_norms": "failed", "gradients.norms_differ": "skipped"})
+SHARED_AND_MASK = dict(SHARED, **{"mask.padding": "failed"})
+MASK = dict(ALL_PASS, **{"mask.padding": "timeout"})
+CLASS = [
+    verdict("ann", ALL_PASS, "ann"),
+    verdict("ben", SHARED, "ben"),
+    verdict(NAME, SHARED, NAME, messages={"weights.two_norms": HTML_MESSAGE}),
+    verdict("cat", SHARED, "cat"),
+    verdict("dan", SHARED_AND_MASK, "dan"),
+    verdict("eve", MASK, "eve"),
+    verdict("fay", {}, "fay", error="SyntaxError at line 3: class TransformerEncoder(:"),
+    verdict("gil", {}, None, error="ValueError: <b>bold</b><script>alert(2)</script>"),
+]
+
+
+def results_folder(folder: Path, verdicts: list[dict] = CLASS, seed=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(verdicts, key=lambda v: v["id"])
+    (folder / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in ordered), encoding="utf-8")
+    with open(folder / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "status", "score", "max_score", "seconds", "submission", "manual_points"])
+        for index, v in enumerate(ordered):
+            writer.writerow([v["id"], v["status"], v["score"], v["max_score"], f"{4 + index * 1.5:.2f}",
+                             v["submission"], "2"])
+    (folder / "run.json").write_text(json.dumps({
+        "format": 1, "exercise": "exercise3", "shard": {"k": 1, "n": 1}, "seed": seed, "grader_version": "0.1.0",
+        "timeout": 120.0, "memory_mb": 4096, "gradescope_visibility": "after_due_date",
+        "sandbox": ["Landlock ABI 7: writes only in its scratch folder"], "class": sorted(v["id"] for v in verdicts)}))
+    return folder
+
+
+class Page(HTMLParser):
+    """Every element's tag, the body rows of the tables of each class (cells as text), and all text."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.tables: dict[str, list[list[str]]] = {}
+        self.text: list[str] = []
+        self._table, self._row, self._cell, self._in_body = None, None, None, False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        attributes = dict(attrs)
+        if tag == "table":
+            self._table = attributes.get("class", "")
+            self.tables.setdefault(self._table, [])
+        elif tag == "tbody":
+            self._in_body = True
+        elif tag == "tr" and self._table is not None and self._in_body:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "tbody":
+            self._in_body = False
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_pass_rates_group_sizes_and_ungradable_list_equal_the_verdicts(tmp_path):
+    folder = results_folder(tmp_path / "out")
+    verdicts = [json.loads(line) for line in (folder / "verdicts.jsonl").read_text().splitlines()]
+    page = Page(render(read_results(folder)))
+
+    graded = [v for v in verdicts if v["status"] != "error"]
+    rows = {row[0]: row for row in (page.tables["checks"])}
+    for check_id in ALL_PASS:
+        statuses = [c["status"] for v in graded for c in v["checks"] if c["id"] == check_id]
+        passed = statuses.count("passed")
+        assert rows[check_id][2:7] == [str(statuses.count(s)) for s in ("passed", "failed", "error", "timeout",
+                                                                        "skipped")]
+        assert rows[check_id][7] == f"{100 * passed / len(statuses):.0f}%"
+    # topics worst first: weights and gradients (2 of 6), mask (4 of 6), api (6 of 6)
+    assert [row[0] for row in (page.tables["checks"])] == [
+        "weights.two_norms", "gradients.norms_differ", "mask.padding", "api.output_shape"]
+
+    groups = {}
+    for v in graded:
+        causes = root_causes(v)
+        if causes:
+            groups.setdefault(causes, []).append(v["id"])
+    mistakes = (page.tables["mistakes"])
+    assert [int(row[0]) for row in mistakes] == sorted((len(ids) for ids in groups.values()), reverse=True)
+    assert mistakes[0][1] == "weights.two_norms"  # the skipped check it caused is no root cause
+    assert mistakes[0][3].split(", ") == sorted(["ben", "cat", NAME])
+    assert mistakes[0][2] == HTML_MESSAGE  # the message of the group's first student by id ("<" sorts first)
+    assert {row[1] for row in mistakes} == {"weights.two_norms", "weights.two_normsmask.padding", "mask.padding"}
+
+    ungradable = (page.tables["ungradable"])
+    assert [(row[0], row[2]) for row in ungradable] == [(v["id"], v["error"]) for v in verdicts
+                                                        if v["status"] == "error"]
+    scores = {int(row[0]): int(row[1]) for row in (page.tables["scores"])}
+    assert scores == {points: count for points in range(5)
+                      if (count := sum(int(v["score"]) == points for v in verdicts))}
+    assert sum(scores.values()) == len(verdicts)
+    every = (page.tables["submissions"])
+    assert [row[0] for row in every] == [v["id"] for v in verdicts]
+    assert (page.tables["time"])[0][0] == str(len(verdicts))
+
+
+def test_a_class_s_names_and_messages_are_shown_as_text_never_as_markup(tmp_path):
+    text = render(read_results(results_folder(tmp_path / "out")))
+    page = Page(text)
+    assert "script" not in page.tags and "img" not in page.tags and "b" not in page.tags
+    assert "<script" not in text.lower() and "<img" not in text.lower()
+    shown = "".join(page.text)
+    assert NAME in shown and "<b>bold</b><script>alert(2)</script>" in shown
+    mistakes = (page.tables["mistakes"])
+    students = next(row for row in mistakes if NAME in row[3])
+    assert students[0] == "3"
+    assert students[2] == HTML_MESSAGE
+
+
+def test_the_page_fetches_nothing_and_runs_nothing(tmp_path):
+    text = render(read_results(results_folder(tmp_path / "out")))
+    assert "default-src 'none'" in text  # its Content-Security-Policy
+    page = Page(text)
+    assert not {"script", "link", "img", "iframe", "object", "embed", "base", "form"} & set(page.tags)
+    assert "url(" not in text and "@import" not in text and "http://" not in text.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_the_run_is_described(tmp_path):
+    fresh = Page(render(read_results(results_folder(tmp_path / "fresh"))))
+    assert "a fresh secret seed for each submission" in "".join(fresh.text)
+    given = "".join(Page(render(read_results(results_folder(tmp_path / "given", seed=5)))).text)
+    assert "5 (--seed, the same for every submission)" in given
+    assert "0.1.0" in given and "Landlock ABI 7: writes only in its scratch folder" in given
+
+
+def test_a_class_nobody_could_grade_and_an_empty_class_still_have_a_page(tmp_path):
+    broken = render(read_results(results_folder(tmp_path / "broken", [v for v in CLASS if v["status"] == "error"])))
+    assert "No submission could be graded, so no check ran." in broken
+    empty = summarise(read_results(results_folder(tmp_path / "empty", [])))
+    assert empty.rows == [] and empty.mistakes == [] and empty.ungradable == []
+    assert "<!DOCTYPE html>" in render(read_results(tmp_path / "empty"))
+
+
+def test_grade_class_report_rewrites_each_folder_s_report(tmp_path, capsys):
+    one, two = results_folder(tmp_path / "one"), results_folder(tmp_path / "two", CLASS[:2])
+    (one / "report.html").write_text("stale", encoding="utf-8")
+    assert cli.main(["class-report", str(one), str(two)]) == 0
+    assert len(Page((one / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == len(CLASS)
+    assert len(Page((two / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == 2
+    assert "8 submissions" in capsys.readouterr().out
+
+
+def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path):
+    from grader.class_report import write_report
+
+    name = os.fsdecode(b"caf\xe9")  # Python keeps the byte as a surrogate
+    folder = results_folder(tmp_path / "out", [verdict(name, SHARED), verdict("ok", ALL_PASS)])
+    page = Path(write_report(folder)).read_text(encoding="utf-8")
+    assert "caf\\xe9" in page
+    assert [row[0] for row in Page(page).tables["submissions"]] == ["caf\\xe9", "ok"]
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda p: p, "does not exist"),
+    (lambda p: (p.mkdir(), p)[1], "has no verdicts.jsonl"),
+    (lambda p: (p.mkdir(), (p / "verdicts.jsonl").write_text("not json\n"), p)[2], "line 1, is not a verdict"),
+])
+def test_grade_class_report_refuses_a_folder_without_results(make, said, tmp_path, capsys):
+    good = results_folder(tmp_path / "good")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["class-report", str(good), str(make(tmp_path / "bad"))])
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
+    assert not (good / "report.html").exists()  # nothing written unless every folder can be read
+
+
+# --------------------------------------------------------------------------- in a browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("Selenium is not installed: pip install -e '.[test]'")
+    if not CHROMIUM or not CHROMEDRIVER:
+        pytest.skip("no Chromium here: apt-get install chromium chromium-driver (Debian) to open the report")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1100,1400", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def requests_made(driver) -> list[str]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark", "print"])
+def test_a_browser_draws_the_page_offline_with_no_error_and_no_request(browser, scheme, tmp_path):
+    """In light and dark mode, and printed from a dark desktop (black on white)."""
+    folder = results_folder(tmp_path / "out")
+    cli.main(["class-report", str(folder)])
+    url = (folder / "report.html").as_uri()
+    browser.get_log("browser"), browser.get_log("performance")  # forget what came before
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "media": "print" if scheme == "print" else "",
+        "features": [{"name": "prefers-color-scheme", "value": "light" if scheme == "light" else "dark"}]})
+    browser.get(url)
+    assert browser.title == "exercise3: class report"
+    bars = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg rect.bar, svg rect.good, svg rect.bad'))"
+        ".map(r => r.getBoundingClientRect()).filter(b => b.width > 0 && b.height > 0).length")
+    charts = browser.execute_script("return document.querySelectorAll('svg').length")
+    assert charts == 1 + 4 + 1  # the scores, one per topic, the times
+    assert bars >= 5 + 4  # each score and pass rate above 0 is drawn
+    background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+    dark = [int(part) for part in background[background.index("(") + 1:-1].split(",")[:3]]
+    assert (sum(dark) < 100) == (scheme == "dark"), background
+    assert not browser.execute_script("return document.querySelector('script')")
+    assert browser.execute_script("return document.body.innerText").count(NAME) >= 2  # shown, as text
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
+    assert errors == []
+    assert set(requests_made(browser)) == {url}  # the page itself, and nothing else
+    shot = Path(os.environ.get("GRADE_REPORT_SCREENSHOTS", tmp_path)) / f"class-report-{scheme}.png"
+    assert browser.save_screenshot(str(shot))  # outside the repository; set GRADE_REPORT_SCREENSHOTS to keep them
