@@ -64,7 +64,8 @@ def measures(report) -> tuple[list[str], list[str]]:
     applied: list[str] = []
     ruleset = report["landlock"]
     if ruleset.get("applied") is True:
-        rights = ["writes only in its scratch folder", "reads only system and Python folders, not the solutions"]
+        rights = ["writes only in its scratch folder",
+                  "reads only system and Python folders, not the solutions or the checks"]
         if ruleset.get("network") is True:
             rights.append("no TCP")
         if ruleset.get("signals") is True:

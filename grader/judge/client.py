@@ -20,6 +20,7 @@ import threading
 import time
 
 from .. import forkserver
+from ..sandbox import _CUT, _read_capped
 from . import protocol
 
 JUDGE_MEMORY_MB = 2048  # address space of one judge; judging a correct submission needs a fraction
@@ -84,10 +85,10 @@ class JudgeRun:
         self._started = time.monotonic()
         self._seconds = seconds
         self._answer: list[bytes] = []
-        self._too_long = False
         self._result: tuple[bytes | None, str | None] | None = None
         self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
-        self._reader = threading.Thread(target=self._read, args=(answer_read,), daemon=True)
+        self._reader = threading.Thread(target=_read_capped, args=(answer_read, self._answer, protocol.MAX_ANSWER_BYTES),
+                                        daemon=True)
         self._writer.start()
         self._reader.start()
 
@@ -120,10 +121,10 @@ class JudgeRun:
         self._reader.join(10.0)
         self._writer.join(10.0)
         os.close(self._pidfd)
-        data = b"".join(self._answer)
+        data = b"".join(chunk for chunk in self._answer if chunk is not _CUT)
         if overran:
             self._result = None, "the grader could not judge this submission's evidence within its time limit"
-        elif self._too_long or self._reader.is_alive():
+        elif any(chunk is _CUT for chunk in self._answer) or self._reader.is_alive():
             self._result = None, "the grader's judge of this submission's evidence answered more than it may"
         elif not data:
             self._result = None, ("the grader could not judge this submission's evidence within its limits (its "
@@ -131,20 +132,6 @@ class JudgeRun:
         else:
             self._result = data, None
         return self._result
-
-    def _read(self, fd: int) -> None:
-        total = 0
-        with os.fdopen(fd, "rb", buffering=0) as pipe:
-            while True:
-                block = pipe.read(1 << 16)
-                if not block:
-                    return
-                total += len(block)
-                if total > protocol.MAX_ANSWER_BYTES:
-                    self._too_long = True
-                    continue  # read on to the end, keeping nothing more
-                self._answer.append(block)
-
 
 def _deliver(fd: int, data: bytes) -> None:
     try:
