@@ -87,8 +87,8 @@ class JudgeRun:
         self._answer: list[bytes] = []
         self._result: tuple[bytes | None, str | None] | None = None
         self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
-        self._reader = threading.Thread(target=_read_capped, args=(answer_read, self._answer, protocol.MAX_ANSWER_BYTES),
-                                        daemon=True)
+        self._reader = threading.Thread(target=_read_capped, daemon=True,
+                                        args=(answer_read, self._answer, protocol.MAX_ANSWER_BYTES))
         self._writer.start()
         self._reader.start()
 
