@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +38,7 @@ class Targets:
     unix_datagram: socket.socket = field(init=False)
     abstract: socket.socket = field(init=False)
     victim: Path = field(init=False)
+    sockets: Path = field(init=False)
     results: Path | None = None  # the batch's verdicts.jsonl, when there is one
 
     def __post_init__(self):
@@ -44,19 +47,23 @@ class Targets:
         self.udp = _bound(socket.AF_INET, socket.SOCK_DGRAM, ("127.0.0.1", 0))
         self.tcp = _bound(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", 0))
         self.tcp.listen(16)
-        self.unix_stream = _bound(socket.AF_UNIX, socket.SOCK_STREAM, str(self.folder / "stream.sock"))
+        # a socket's path has at most 107 bytes: a long temporary folder (pytest --basetemp) holds
+        # them in a short folder of their own
+        self.sockets = self.folder if len(str(self.folder)) < 80 else Path(tempfile.mkdtemp(prefix="grade-sockets-"))
+        os.chmod(self.sockets, 0o777)
+        self.unix_stream = _bound(socket.AF_UNIX, socket.SOCK_STREAM, str(self.sockets / "stream.sock"))
         self.unix_stream.listen(16)
-        self.unix_datagram = _bound(socket.AF_UNIX, socket.SOCK_DGRAM, str(self.folder / "datagram.sock"))
+        self.unix_datagram = _bound(socket.AF_UNIX, socket.SOCK_DGRAM, str(self.sockets / "datagram.sock"))
         self.abstract = _bound(socket.AF_UNIX, socket.SOCK_DGRAM, "\0grade-hostile-" + self.secret)
         for path in ("stream.sock", "datagram.sock"):
-            os.chmod(self.folder / path, 0o777)
+            os.chmod(self.sockets / path, 0o777)
         self.victim = self.folder / "victim.txt"
         self.victim.write_text("untouched", encoding="utf-8")
         os.chmod(self.victim, 0o666)
 
     def addresses(self) -> dict:
         return {"udp": list(self.udp.getsockname()), "tcp": list(self.tcp.getsockname()),
-                "stream": str(self.folder / "stream.sock"), "datagram": str(self.folder / "datagram.sock"),
+                "stream": str(self.sockets / "stream.sock"), "datagram": str(self.sockets / "datagram.sock"),
                 "abstract": "\0grade-hostile-" + self.secret, "victim": str(self.victim),
                 "results": str(self.results) if self.results else None}
 
@@ -81,6 +88,8 @@ class Targets:
     def close(self) -> None:
         for listener in (self.udp, self.tcp, self.unix_stream, self.unix_datagram, self.abstract):
             listener.close()
+        if self.sockets != self.folder:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def _bound(family, kind, address) -> socket.socket:
