@@ -90,8 +90,10 @@ def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_pa
     assert verdict["status"] == "passed" and verdict["submission"] == str(workspace / "exercises" / "exercise3.py")
     listed = run([grade, "list"], workspace, env)
     assert "1 of 5 exercises passed" in listed.stdout and listed.stdout.count("not started") == 4
-    hint = run([grade, "hint", "exercise3"], workspace, env)
-    assert hint.returncode == 0 and "hint 1 of" in hint.stdout
+    hint = run([grade, "hint", "exercise1"], workspace, env)  # still the stub: a hint for its first cause
+    assert hint.returncode == 0 and "hint 1 of" in hint.stdout and "api.constructor" in hint.stdout
+    solved = run([grade, "hint", "exercise3"], workspace, env)
+    assert solved.returncode == 0 and "no hint needed" in solved.stdout
     outside = run([grade, "exercise1"], elsewhere, env)
     assert outside.returncode == 2 and "grade init DIR" in outside.stderr
     # A student's install has no notebook tools; the instructor's commands say how to add them.
