@@ -75,7 +75,6 @@ class Grading:
         self.child = None
         self._judges = judges if judges is not None else _default_judges
         self._judge = None
-        self._run: ChildRun | None = None
         self._verdict: Verdict | None = None
         self.early_error: str | None = refusal
         self.source = Source("")
@@ -214,7 +213,6 @@ class Grading:
                            seconds=run.seconds, protocol_error=run.protocol_error)
         if self.source.cells:
             _name_cells(run, self.source)
-        self._run = run
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
         if runtime and runtime.get("ok"):

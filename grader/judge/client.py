@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import math
 import os
-import select
 import signal
 import threading
 import time
 
 from .. import forkserver
-from ..sandbox import _CUT, _read_capped
+from ..sandbox import _CUT, _read_capped, _readable, _write_all
 from . import protocol
 
 JUDGE_MEMORY_MB = 2048  # address space of one judge; judging a correct submission needs a fraction
@@ -55,13 +54,14 @@ class Judges:
 
     def _fork(self, descriptors: list[int], limits: dict) -> int:
         with self._lock:
-            for attempt in range(2):  # a server that failed is replaced once
-                try:
-                    return self.server.fork(descriptors, {"limits": limits})[1]
-                except forkserver.WorkerFailed as exc:
-                    if attempt == 1:
-                        raise JudgeFailed(f"the grader could not start a judge ({exc})") from None
-            raise AssertionError("unreachable")
+            try:
+                return self.server.fork(descriptors, {"limits": limits})[1]
+            except forkserver.WorkerFailed:
+                pass  # the server that failed is replaced: once more, on the new one
+            try:
+                return self.server.fork(descriptors, {"limits": limits})[1]
+            except forkserver.WorkerFailed as exc:
+                raise JudgeFailed(f"the grader could not start a judge ({exc})") from None
 
     def close(self) -> None:
         self.server.close()
@@ -133,21 +133,14 @@ class JudgeRun:
             self._result = data, None
         return self._result
 
+
 def _deliver(fd: int, data: bytes) -> None:
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
     except OSError:
         pass  # the judge is gone: its end tells how
     finally:
         os.close(fd)
-
-
-def _readable(fd: int, seconds: float) -> bool:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0, int(seconds * 1000 + 0.999))))
 
 
 _shared: Judges | None = None

@@ -35,9 +35,7 @@ def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_time
 
 
 def judge_request(data: bytes) -> dict:
-    """The answer to a whole request (``protocol.request``)."""
-    try:
-        header, run = protocol.read_request(data)
-    except MemoryError:
-        return protocol.answer(out_of_memory=True)
+    """The answer to a whole request (``protocol.request``); a judge that runs out of memory
+    reading it answers so itself (``server.run_judge``)."""
+    header, run = protocol.read_request(data)
     return judge(header["exercise"], header["job"], header["secrets"], run, header["checks_timeout"])

@@ -56,6 +56,10 @@ def limits_of(request) -> dict:
 
 def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
+    from ..sandbox import _write_all
+    from .judging import judge_request
+    from .protocol import answer, encode
+
     request_fd, answer_fd = descriptors
     code = 70
     try:
@@ -64,17 +68,13 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         data = _read_all(request_fd, MAX_REQUEST_BYTES)
         os.close(request_fd)
-        from .judging import judge_request
-        from .protocol import encode
-
-        answer = judge_request(data)
+        judged = judge_request(data)
         del data
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        _write_all(answer_fd, encode(answer, round(usage.ru_maxrss / 1024, 1), round(usage.ru_utime + usage.ru_stime, 3)))
+        _write_all(answer_fd, encode(judged, round(usage.ru_maxrss / 1024, 1),
+                                     round(usage.ru_utime + usage.ru_stime, 3)))
         code = 0
     except MemoryError:
-        from .protocol import answer, encode
-
         try:
             _write_all(answer_fd, encode(answer(out_of_memory=True)))
             code = 0
@@ -94,12 +94,6 @@ def _read_all(fd: int, limit: int) -> bytes:
         if total > limit:
             raise ValueError("the request is larger than a judge reads")
         chunks.append(block)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 if __name__ == "__main__":
