@@ -77,6 +77,24 @@ def layer_api_mistakes(text: str, signature: str, call: str, config_line: str, k
     ]
 
 
+def dropout_on_by_default(text: str, call: str, dropped: tuple[str, str]) -> Mistake:
+    """The layer exercises' shared inference mistake: a Dropout whose ``training`` defaults to True,
+    so every call made without it is random. ``call`` is the solution's ``def call(...)`` line,
+    ``dropped`` the line the dropout goes into, and that line with the dropout."""
+    return Mistake(
+        "dropout_on_by_default",
+        edit(
+            text,
+            ("        self.supports_masking = True\n",
+             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
+            (call, call.replace("):", ", training=True):")),
+            dropped,
+        ),
+        ("forward.inference",),
+        "returned different outputs",
+    )
+
+
 def catalog(exercise_id: str):
     """(MISTAKES, VARIANTS) of an exercise."""
     module = importlib.import_module(f"tests.catalog.{exercise_id}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, layer_api_mistakes, solution
+from . import Mistake, Variant, dropout_on_by_default, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise2")
@@ -165,16 +165,7 @@ class SelfAttentionBlock('''),
     ),
 ]
 
-MISTAKES += [
-    Mistake(
-        "dropout_on_by_default",
-        edit(
-            ("        self.supports_masking = True\n",
-             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
-            ("def call(self, inputs, mask=None):", "def call(self, inputs, mask=None, training=True):"),
-            (RETURN, "return self.layernorm(inputs + self.dropout(attention_output, training=training))"),
-        ),
-        ("forward.inference",),
-        "returned different outputs",
-    ),
-]
+MISTAKES.append(dropout_on_by_default(
+    SOLUTION, "def call(self, inputs, mask=None):",
+    (RETURN, "return self.layernorm(inputs + self.dropout(attention_output, training=training))"),
+))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, layer_api_mistakes, solution
+from . import Mistake, Variant, dropout_on_by_default, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise3")
@@ -561,17 +561,8 @@ MISTAKES += [
     ),
 ]
 
-MISTAKES += [
-    Mistake(
-        "dropout_on_by_default",
-        edit(
-            ("        self.supports_masking = True\n",
-             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
-            ("def call(self, inputs, mask=None):", "def call(self, inputs, mask=None, training=True):"),
-            ("proj_output = self.dense_proj(proj_input)",
-             "proj_output = self.dropout(self.dense_proj(proj_input), training=training)"),
-        ),
-        ("forward.inference",),
-        "returned different outputs",
-    ),
-]
+MISTAKES.append(dropout_on_by_default(
+    SOLUTION, "def call(self, inputs, mask=None):",
+    ("proj_output = self.dense_proj(proj_input)",
+     "proj_output = self.dropout(self.dense_proj(proj_input), training=training)"),
+))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Mistake, Variant, layer_api_mistakes, solution
+from . import Mistake, Variant, dropout_on_by_default, layer_api_mistakes, solution
 from . import edit as _edit
 
 SOLUTION = solution("exercise4")
@@ -261,18 +261,8 @@ class TransformerDecoder(layers.Layer):
     ),
 ]
 
-MISTAKES += [
-    Mistake(
-        "dropout_on_by_default",
-        edit(
-            ("        self.supports_masking = True\n",
-             "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
-            ("def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):",
-             "def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None, training=True):"),
-            ("return self.layernorm_3(crossed + self.dense_proj(crossed))",
-             "return self.layernorm_3(crossed + self.dropout(self.dense_proj(crossed), training=training))"),
-        ),
-        ("forward.inference",),
-        "returned different outputs",
-    ),
-]
+MISTAKES.append(dropout_on_by_default(
+    SOLUTION, "def call(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):",
+    ("return self.layernorm_3(crossed + self.dense_proj(crossed))",
+     "return self.layernorm_3(crossed + self.dropout(self.dense_proj(crossed), training=training))"),
+))
