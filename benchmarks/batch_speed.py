@@ -51,8 +51,8 @@ def timed(command: list[str], cwd: Path, env: dict) -> float:
 
 def floor_seconds() -> float:
     """The phases' own time inside one child (TensorFlow's import excluded)."""
-    from grader import inputs, wire
-    from grader.sandbox import run_child
+    from grader.protocol import job as inputs, wire
+    from grader.sandbox.process import run_child
 
     exercise = exercises.get("exercise3")
     job = dict(inputs.public_job(exercise), exercise=exercise.id, class_name=exercise.target, kind=exercise.kind,
@@ -78,7 +78,7 @@ def main() -> int:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     grade = [sys.executable, "-m", "grader"]
-    from grader.batch import default_jobs
+    from grader.integrations.batch import default_jobs
 
     jobs = default_jobs()  # what grade batch uses when --jobs is not given
     work = Path(tempfile.mkdtemp(prefix="batch-bench-"))
@@ -98,7 +98,7 @@ def main() -> int:
         if not args.skip_nbgrader:
             import nbformat
 
-            from grader.notebooks import write_course
+            from grader.integrations.course import write_course
 
             course = work / "course"
             write_course(course)
@@ -141,7 +141,7 @@ def resident_mib() -> float:
 
 
 def memory_run(work: Path, count: int, jobs: int) -> None:
-    from grader.batch import Submission, run_batch
+    from grader.integrations.batch import Submission, run_batch
 
     folder = work / "memory"
     folder.mkdir()

@@ -3,7 +3,7 @@
     python benchmarks/class_report_speed.py [--students N] [--repeat R]
 
 Builds a synthetic class of N verdicts (exercise 3's checks, a mix of mistakes, some submissions
-that could not be graded), then measures ``grader.class_report.render``: the page's size and the
+that could not be graded), then measures ``grader.integrations.class_report.render``: the page's size and the
 time to draw it (best of R). If matplotlib is importable it draws the same charts (the score
 histogram, one pass-rate chart per topic, the time histogram) as SVG with text kept as text
 (``svg.fonttype = none``, its smallest), and reports their size, the time to draw them and the
@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.class_report import render, summarise  # noqa: E402
-from grader.results import ClassResults  # noqa: E402
+from grader.integrations.class_report import render, summarise  # noqa: E402
+from grader.integrations.results import ClassResults  # noqa: E402
 
 CHECKS = {
     "api": ["api.builds", "api.output_shape", "api.call_signature"],

@@ -45,9 +45,9 @@ def main() -> int:
     from rich.console import Console
 
     from grader import exercises
-    from grader.batch import Workers
+    from grader.integrations.batch import Workers
     from grader.cli import grade_and_show
-    from grader.grading import Settings
+    from grader.api import Settings
 
     exercise = exercises.get(args.exercise)
     submission = exercise.solution

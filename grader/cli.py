@@ -175,7 +175,7 @@ def _grade_parser() -> argparse.ArgumentParser:
 
 
 def add_visibility_argument(parser) -> None:
-    from .platforms import DEFAULT_VISIBILITY, VISIBILITIES
+    from .integrations.platforms import DEFAULT_VISIBILITY, VISIBILITIES
 
     parser.add_argument("--gradescope-visibility", choices=VISIBILITIES, default=None, metavar="V",
                         help=f"when students see the checks in Gradescope: {', '.join(VISIBILITIES)} "
@@ -196,7 +196,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
 def resolve_settings(args, parser):
     """Each setting from its flag, else its environment variable, else the default;
     a bad value is reported with where it came from."""
-    from .grading import DEFAULT_MEMORY_MB, DEFAULT_SEED, DEFAULT_TIMEOUT, Settings
+    from .api import DEFAULT_MEMORY_MB, DEFAULT_SEED, DEFAULT_TIMEOUT, Settings
 
     def pick(flag_value, env_name, default, convert, minimum, flag):
         if flag_value is not None:
@@ -284,8 +284,9 @@ def grade_and_write_results(exercise, submission: Path, settings, args):
     import platform
     import time
 
-    from . import platforms, progress
-    from .grading import grade, max_points
+    from .integrations import platforms
+    from .student import progress
+    from .api import grade, max_points
     from .verdict import error_verdict
 
     started = time.perf_counter()
@@ -312,7 +313,7 @@ def grade_and_write_results(exercise, submission: Path, settings, args):
 
 
 def _submission_in(exercise, folder: Path, parser) -> Path:
-    from .platforms import SubmissionNotFound, find_submission
+    from .integrations.platforms import SubmissionNotFound, find_submission
 
     try:
         return find_submission(folder, exercise.id).resolve()
@@ -326,8 +327,8 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
     of the warm worker in watch mode); ``view`` holds the report's options (``details``,
     ``all_checks``). In watch mode the new report replaces the last one on the screen once it is
     ready."""
-    from . import progress
-    from .grading import Grading
+    from .student import progress
+    from .api import Grading
     from .report import render
 
     with console.status(f"Grading {submission} …", spinner="dots"):
@@ -358,7 +359,7 @@ def watch(exercise, submission: Path, settings, console, view: dict | None = Non
     )
     # A worker of the grader's own imports TensorFlow once; each grading is a fresh child forked
     # from it, with the same confinement as a cold grading, so a re-grade skips the import.
-    from .batch import Workers
+    from .integrations.batch import Workers
 
     workers = Workers()
     try:
@@ -378,7 +379,7 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
     """
     import time
 
-    from .progress import file_digest
+    from .student.progress import file_digest
 
     graded = file_digest(submission)
     started = time.monotonic()
@@ -440,7 +441,7 @@ def init_command(argv: list[str]) -> int:
                              "<name>.bak")
     args = parser.parse_args(argv)
 
-    from .workspace import WorkspaceConflict, init_workspace
+    from .student.workspace import WorkspaceConflict, init_workspace
 
     try:
         result = init_workspace(args.folder, force=args.force)
@@ -515,9 +516,9 @@ def list_command(argv: list[str]) -> int:
 
 def exercise_states(console) -> list[dict]:
     """One row per exercise: state, score and next step, grading files not yet graded as they are."""
-    from . import progress
-    from .grading import grade_pairs
-    from .stubs import expected_solution, make_stub
+    from .student import progress
+    from .api import grade_pairs
+    from .exercises.stubs import expected_solution, make_stub
 
     states, to_grade = [], {}
     for exercise in exercises.EXERCISES.values():
@@ -573,8 +574,8 @@ def hint_command(argv: list[str]) -> int:
 
     from rich.console import Console
 
-    from . import progress
-    from .hints import read_tagged_hints
+    from .student import progress
+    from .student.hints import read_tagged_hints
 
     hints = read_tagged_hints(exercise.hints)
     console = Console()
@@ -597,7 +598,7 @@ def hint_command(argv: list[str]) -> int:
         return 0
     causes = (last or {}).get("causes") or []
     if causes:
-        from .hints import choose
+        from .student.hints import choose
 
         root = causes[0][0]
         chosen = choose(hints, causes[0], progress.next_cause_hint(exercise.id, root))
@@ -621,12 +622,12 @@ def hint_command(argv: list[str]) -> int:
 
 def _last_grading(exercise, path: Path, settings, console) -> dict | None:
     """The remembered grading of ``path``'s current content, else a new one (remembered)."""
-    from . import progress
+    from .student import progress
 
     last = progress.last_verdict(path)
     if last is not None and "causes" in last:
         return last
-    from .grading import grade
+    from .api import grade
 
     with console.status(f"Grading {path} to find the hint you need …", spinner="dots"):
         verdict = grade(exercise.id, path, settings)
@@ -684,7 +685,7 @@ def batch_command(argv: list[str]) -> int:
     settings = resolve_settings(args, parser)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    from .shards import WHOLE, ShardError, parse_shard
+    from .integrations.shards import WHOLE, ShardError, parse_shard
 
     try:
         shard = parse_shard(args.shard) if args.shard is not None else WHOLE
@@ -698,14 +699,15 @@ def batch_command(argv: list[str]) -> int:
         parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
     if args.gradebook is not None:  # refused before grading, not after
         _require_instructor_tools(parser, "grade batch --gradebook")
-        from .gradebook import course_config
+        from .integrations.gradebook import course_config
 
         try:
             course_config(args.gradebook, exercise.id)
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
 
-    from .batch import LayoutError, ResultsFolderError, class_ids, cut, finish_run, prepare_results_folder, survey
+    from .integrations.batch import (LayoutError, ResultsFolderError, class_ids, cut, finish_run,
+                                     prepare_results_folder, survey)
 
     try:
         whole = survey(paths, exercise.id)
@@ -729,15 +731,15 @@ def batch_command(argv: list[str]) -> int:
     if shard != WHOLE:
         say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
                      f"{len(class_ids(whole))} submissions.")
-    from .platforms import gradescope_visibility
+    from .integrations.platforms import gradescope_visibility
 
     with gradescope_visibility(args.gradescope_visibility):
         settings = dataclasses.replace(settings, private=tuple(found.private()))
         results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
 
-    from .notebooks import manual_note
+    from .integrations.course import manual_note
     from .report import batch_summary
-    from .shards import manifest
+    from .integrations.shards import manifest
 
     sandboxes = [r.verdict.context.get("sandbox") for r in results]
     finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
@@ -766,9 +768,9 @@ def merge_command(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace the results of an earlier run in --out (other files there are kept)")
     args = parser.parse_args(argv)
-    from .batch import ResultsFolderError, prepare_results_folder
-    from .class_report import write_report
-    from .shards import ShardError, check_mergeable, merge
+    from .integrations.batch import ResultsFolderError, prepare_results_folder
+    from .integrations.class_report import write_report
+    from .integrations.shards import ShardError, check_mergeable, merge
 
     out = args.out.resolve()
     if any(out == folder.resolve() for folder in args.folders):
@@ -797,8 +799,8 @@ def class_report_command(argv: list[str]) -> int:
         epilog="exit codes: 0 every report written; 2 a folder holds no results.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder")
     args = parser.parse_args(argv)
-    from .class_report import write_report
-    from .results import ResultsError, read_results
+    from .integrations.class_report import write_report
+    from .integrations.results import ResultsError, read_results
 
     try:
         every = [(folder, read_results(folder)) for folder in args.folders]  # all readable before any is written
@@ -816,7 +818,7 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> 
     """Grade what ``survey`` found, with a progress bar; refused submissions become error rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .batch import Outputs, refused_result, run_batch, write_result
+    from .integrations.batch import Outputs, refused_result, run_batch, write_result
 
     refused = [refused_result(exercise_id, submission) for submission in found.refused]
     counts = {"passed": 0, "failed": 0, "error": len(refused)}
@@ -867,8 +869,8 @@ def say(console, text: str, style: str | None = None) -> None:
 def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .gradebook import store
-    from .notebooks import manual_points
+    from .integrations.gradebook import store
+    from .integrations.course import manual_points
 
     with Progress(TextColumn("Storing in the gradebook"), BarColumn(), MofNCompleteColumn(),
                   console=console) as progress:
@@ -903,7 +905,7 @@ def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
 
 def explain_command(argv: list[str]) -> int:
     """`grade explain exercise3`: experiments on the encoder answering why it needs two norms."""
-    from .explain import DEFAULT_SEED, EXPLAINABLE, EXPLAIN_TIMEOUT
+    from .explain.run import DEFAULT_SEED, EXPLAINABLE, EXPLAIN_TIMEOUT
 
     parser = argparse.ArgumentParser(
         prog="grade explain",
@@ -946,7 +948,7 @@ def explain_command(argv: list[str]) -> int:
     if not submission.is_file():
         parser.error(f"{submission} is not a file")
 
-    from .explain import explain
+    from .explain.run import explain
 
     if args.json and args.predict:
         parser.error("--predict asks questions on the terminal; it cannot be combined with --json")
@@ -959,7 +961,7 @@ def explain_command(argv: list[str]) -> int:
 
     from rich.text import Text
 
-    from .explain_report import read_predictions, render
+    from .explain.report import read_predictions, render
 
     console = Console()
     predictions = None
@@ -1013,7 +1015,7 @@ def course_command(argv: list[str]) -> int:
     if args.exercises:
         chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
 
-    from .notebooks import CourseError, update_course
+    from .integrations.course import CourseError, update_course
 
     try:
         update = update_course(args.folder, chosen, force=args.force)
@@ -1036,8 +1038,8 @@ def course_command(argv: list[str]) -> int:
 
 
 def autograder_command(argv: list[str]) -> int:
-    from . import autograder_zip
-    from .platforms import DEFAULT_VISIBILITY, VISIBILITIES
+    from .integrations import autograder_zip
+    from .integrations.platforms import DEFAULT_VISIBILITY, VISIBILITIES
 
     parser = argparse.ArgumentParser(
         prog="grade gradescope-autograder",

@@ -14,7 +14,7 @@ import shlex
 from . import exercises
 
 DISTRIBUTION = "transformer-exercises"
-# The modules the instructor's commands import (grader/notebooks.py, grader/gradebook.py), each
+# The modules the instructor's commands import (grader/integrations/course.py, grader/integrations/gradebook.py), each
 # from a package of the instructor extra.
 INSTRUCTOR_MODULES = ("nbgrader", "nbformat", "traitlets", "sqlalchemy")
 

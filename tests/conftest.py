@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import Settings, grade_many
+from grader.api import Settings, grade_many
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
@@ -51,8 +51,8 @@ def catalog_verdicts(tmp_path_factory):
             path = folder / exercise.id / f"{name}.py"
             path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
-    from grader.batch import Workers
-    from grader.grading import grade_pairs
+    from grader.integrations.batch import Workers
+    from grader.api import grade_pairs
 
     names = {path.resolve(): name for _, name, path in items}
     # forked from the batch's warm worker (TensorFlow imported once), as grade batch grades a class;

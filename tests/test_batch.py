@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from grader import exercises
-from grader.batch import discover, run_batch
-from grader.grading import Settings, grade
+from grader.integrations.batch import discover, run_batch
+from grader.api import Settings, grade
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
@@ -192,7 +192,7 @@ def test_students_whose_folder_names_are_odd_keep_one_row_and_one_verdict_each(t
 
 def test_links_and_special_files_are_never_read(tmp_path):
     from grader import exercises
-    from grader.batch import refused_result, survey
+    from grader.integrations.batch import refused_result, survey
 
     solutions = exercises.get("exercise3").solution.parent
     folder = tmp_path / "class"
@@ -212,7 +212,7 @@ def test_links_and_special_files_are_never_read(tmp_path):
 def test_a_worker_that_dies_or_stalls_is_replaced_and_the_batch_goes_on(tmp_path):
     """The test itself kills the worker after the first result, then stops it (SIGSTOP) after the
     third: every submission still gets its verdict, from a new worker, and no worker is left."""
-    from grader.batch import Workers
+    from grader.integrations.batch import Workers
 
     folder = tmp_path / "class"
     folder.mkdir()

@@ -12,7 +12,7 @@ import pytest
 
 import grader
 from grader import cli
-from grader.batch import (
+from grader.integrations.batch import (
     LayoutError, Outputs, Result, ResultsFolderError, Submission, discover, prepare_results_folder, refused_result,
     survey,
 )
@@ -266,7 +266,7 @@ def test_nothing_to_grade_is_an_error_that_lists_what_was_skipped(course, tmp_pa
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
 def test_only_refused_rows_are_written_without_starting_a_worker(course, tmp_path, capsys, monkeypatch):
     """A student whose only submission is a link gets an error row; no grading process is needed."""
-    monkeypatch.setattr("grader.batch.Workers", lambda: pytest.fail("a grading worker was started"))
+    monkeypatch.setattr("grader.integrations.batch.Workers", lambda: pytest.fail("a grading worker was started"))
     only = tmp_path / "submitted" / "mallory" / "exercise3"
     only.mkdir(parents=True)
     (only / "exercise3.ipynb").symlink_to(course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")

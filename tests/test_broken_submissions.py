@@ -7,8 +7,8 @@ import json
 import pytest
 
 from grader import exercises
-from grader.grading import Grading, Settings, grade
-from grader.sandbox import ChildRun
+from grader.api import Grading, Settings, grade
+from grader.sandbox.process import ChildRun
 
 from .conftest import grade_sources
 

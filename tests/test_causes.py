@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from grader.causes import root_causes, told_once
-from grader.notebook import topic_report
-from grader.platforms import gradescope_results, prairielearn_results
+from grader.integrations.notebook import topic_report
+from grader.integrations.platforms import gradescope_results, prairielearn_results
 from grader.verdict import CheckResult, summarise
 
 CONTEXT = {"title": "The Transformer encoder", "seed": 0, "timeout": 120.0, "memory_mb": 4096}

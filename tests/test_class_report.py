@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.class_report import render, root_causes, summarise
-from grader.results import read_results
+from grader.integrations.class_report import render, root_causes, summarise
+from grader.integrations.results import read_results
 
 NAME = "<script>alert(1)</script>"
 HTML_MESSAGE = "Your layer printed <img src=x onerror=alert(3)><script>alert(4)</script> & raised"
@@ -210,7 +210,7 @@ def test_grade_class_report_rewrites_each_folder_s_report(tmp_path, capsys):
 
 
 def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path):
-    from grader.class_report import write_report
+    from grader.integrations.class_report import write_report
 
     name = os.fsdecode(b"caf\xe9")  # Python keeps the byte as a surrogate
     folder = results_folder(tmp_path / "out", [verdict(name, SHARED), verdict("ok", ALL_PASS)])

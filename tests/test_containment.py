@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.batch import Workers, discover, run_batch
-from grader.child.privileges import UID_BASE, UID_SPAN
-from grader.grading import Settings
+from grader.integrations.batch import Workers, discover, run_batch
+from grader.sandbox.privileges import UID_BASE, UID_SPAN
+from grader.api import Settings
 
 from .hostile import DAEMON_MARK, SOLUTION, STUB, Targets, sources
 
@@ -215,7 +215,7 @@ def test_no_listener_received_anything(hostile_class):
 
 
 def test_the_header_claims_every_protection_this_kernel_offers(hostile_class):
-    from grader.child.landlock import abi_version
+    from grader.sandbox.landlock import abi_version
 
     verdict = hostile_class["results"]["correct"].verdict
     claims = _claims(verdict)
@@ -336,10 +336,10 @@ def test_the_same_submissions_through_grade(hostile_class, tmp_path):
 DEGRADED = r"""
 import json, sys
 from pathlib import Path
-from grader.child import seccomp
+from grader.sandbox import seccomp
 del seccomp.REFUSED["setsid"]  # such a container still lets a process start a session of its own
 print(json.dumps(seccomp.install()), file=sys.stderr)  # from here on, no process may unshare or mount
-from grader.grading import Settings, grade
+from grader.api import Settings, grade
 verdict = grade("exercise3", Path(sys.argv[1]), Settings(timeout=120))
 print(json.dumps({"status": verdict.status, "error": verdict.error, "sandbox": verdict.context.get("sandbox"),
                   "claims": verdict.context.get("confinement"), "output": verdict.context.get("output")}))

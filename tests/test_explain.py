@@ -25,16 +25,16 @@ import pytest
 from rich.console import Console
 
 from grader import cli, exercises
-from grader import explain as explain_module
-from grader.explain import Explanation, Plan, explain, read_run
-from grader.explain_claims import (
+from grader.explain import run as explain_module
+from grader.explain.run import Explanation, Plan, explain, read_run
+from grader.explain.claims import (
     CLAIMS, INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, VERDICTS, RecordError, all_claims, inputs_differ,
     parameter_count, parameters_diverge, shared_couples, sharing_cost, validate_seed, validate_structure,
 )
-from grader.explain_report import render, sparkline
-from grader.grading import Settings
-from grader.notebooks import WRITTEN_ANSWERS
-from grader.sandbox import ChildRun
+from grader.explain.report import render, sparkline
+from grader.api import Settings
+from grader.integrations.course import WRITTEN_ANSWERS
+from grader.sandbox.process import ChildRun
 
 from .catalog import catalog
 
@@ -271,7 +271,7 @@ def read(run) -> Explanation:
 
 
 def test_the_header_says_what_confined_the_experiments_as_a_grading_header_does():
-    from grader import confinement
+    from grader.protocol import confinement
 
     assert read(child_run()).context["sandbox"] == confinement.describe({"applied": True})
     report = {"landlock": {"applied": True, "abi": 6, "network": True, "signals": True}, "seccomp": True,
@@ -372,7 +372,7 @@ def test_report_opens_with_a_plain_answer_from_the_run_and_a_line_or_two_per_cla
 
 
 def test_predictions_asked_first_are_compared_with_the_measurements():
-    from grader.explain_report import QUESTIONS, read_predictions
+    from grader.explain.report import QUESTIONS, read_predictions
 
     typed = iter(["y", "No", "maybe", None, "yes"])
     predictions = read_predictions(lambda question: next(typed))

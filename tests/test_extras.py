@@ -10,7 +10,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from grader import cli, exercises, extras, stubs
+from grader import cli, exercises, extras
+from grader.exercises import stubs
 
 ROOT = exercises.PROJECT_ROOT
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -102,7 +103,7 @@ def test_the_code_imports_only_what_its_install_declares():
 def test_gelu_can_be_recomputed_in_a_student_install():
     import numpy as np
 
-    from grader.checks.ops import activation
+    from grader.judge.ops import activation
 
     # Keras's exact GELU, x * Phi(x): Phi(1) = 0.8413447460685429
     assert np.allclose(activation(np.array([0.0, 1.0, -1.0]), "gelu"),
@@ -148,7 +149,7 @@ def test_from_a_wheel_the_install_line_names_the_package(no_nbgrader, monkeypatc
 
 def test_regenerating_the_stubs_without_the_extra_says_what_to_install(no_nbgrader, capsys):
     assert stubs.main(["--check"]) == 2
-    assert "python -m grader.stubs needs the instructor tools" in capsys.readouterr().err
+    assert "python -m grader.exercises.stubs needs the instructor tools" in capsys.readouterr().err
 
 
 def test_with_the_extra_nothing_is_missing():

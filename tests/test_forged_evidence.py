@@ -15,9 +15,10 @@ import zlib
 
 import pytest
 
-from grader import exercises, wire
-from grader.batch import discover, run_batch
-from grader.grading import Grading, Settings
+from grader import exercises
+from grader.protocol import wire
+from grader.integrations.batch import discover, run_batch
+from grader.api import Grading, Settings
 
 from .conftest import grade_sources
 

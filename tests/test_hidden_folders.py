@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import grader
-from grader.child import landlock
-from grader.exercises import EXERCISES_DIR, SOLUTIONS_DIR
-from grader.sandbox import judging_folders, limits
+from grader.sandbox import landlock
+from grader.exercises import EXERCISES, EXERCISES_DIR, SOLUTIONS_DIR
+from grader.sandbox.process import judging_folders, limits
 
 
 def _tree(root: Path) -> dict[str, Path]:
@@ -86,13 +86,14 @@ def test_a_python_folder_inside_a_hidden_one_stays_readable(tmp_path):
 def test_every_grading_hides_the_solutions_the_checks_and_the_folders_it_is_told_to():
     hidden = limits(10, 100, ["/srv/class/alice"])["hidden"]
     package = Path(grader.__file__).resolve().parent
-    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), str(package / "checks"),
-                      str(package / "judge"), "/srv/class/alice"]
+    checks = [str(package / "exercises" / exercise_id / "checks.py") for exercise_id in sorted(EXERCISES)]
+    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), str(package / "judge"),
+                      *checks, "/srv/class/alice"]
 
 
 PROBE = textwrap.dedent("""
     import json, os, sys
-    from grader.child import landlock
+    from grader.sandbox import landlock
     tree = json.loads(sys.argv[1])
     landlock.SYSTEM_READ_PATHS += (tree["system"],)  # standing in for /opt
     state = landlock.restrict(tree["scratch"], [tree["site"]], [tree["solutions"], tree["class"]])
@@ -140,7 +141,7 @@ def test_under_landlock_the_hidden_folders_cannot_be_read(tmp_path):
 
 
 def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
-    from grader.batch import Submission, private_folders
+    from grader.integrations.batch import Submission, private_folders
 
     found = [Submission("alice", Path("/opt/course/submitted/alice/exercise3/exercise3.ipynb"), "alice"),
              Submission("bob", Path("/opt/course/submitted/bob/exercise3/exercise3.ipynb"), "bob"),
@@ -150,7 +151,7 @@ def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
 
 
 def test_a_class_is_hidden_whole_and_the_child_sees_no_roster(tmp_path):
-    from grader.batch import survey
+    from grader.integrations.batch import survey
 
     course = tmp_path / "course"
     for student in ("alice", "bob"):

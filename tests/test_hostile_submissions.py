@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from grader import exercises
-from grader.grading import Settings, grade
+from grader.api import Settings, grade
 
 from .conftest import grade_sources
 
@@ -60,12 +60,12 @@ HOSTILE = {
         "numpy.testing.assert_allclose = lambda *a, **k: None\n"
         "unittest.TestCase.assertEqual = lambda *a, **k: None\n"
         "pytest.fail = lambda *a, **k: None\n"
-        "import grader.checks.framework as framework\nframework.fail = lambda *a, **k: None\n" + STUB,
+        "import grader.judge.framework as framework\nframework.fail = lambda *a, **k: None\n" + STUB,
         {"error"}, "Permission denied",  # the checks are not even readable from a grading
     ),
     "patches_the_probe_and_stream": (
-        "import grader.child.probes.exercise3 as probe\n"
-        "from grader.child.evidence_stream import EvidenceStream\n"
+        "import grader.exercises.exercise3.probe as probe\n"
+        "from grader.probe.evidence_stream import EvidenceStream\n"
         "def forged(self, record):\n"
         "    if record.get('event') == 'end':\n"
         "        record.update(ok=True, error=None)\n"
@@ -115,7 +115,7 @@ HOSTILE = {
 
 
 def _landlock_available() -> bool:
-    from grader.child.landlock import abi_version
+    from grader.sandbox.landlock import abi_version
 
     return abi_version() >= 6
 

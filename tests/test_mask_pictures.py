@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from grader.checks.common import assert_masks_keys, mask_picture
-from grader.checks.framework import CheckFailed
-from grader.checks.replay import Step
+from grader.judge.common import assert_masks_keys, mask_picture
+from grader.judge.framework import CheckFailed
+from grader.judge.replay import Step
 from grader.report import render
 from grader.verdict import CheckResult, summarise
 

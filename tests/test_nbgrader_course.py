@@ -18,8 +18,8 @@ import nbformat
 import pytest
 
 from grader import cli, exercises
-from grader.grading import grade
-from grader.notebooks import build_notebook, notebook_instructions, update_course, write_course
+from grader.api import grade
+from grader.integrations.course import build_notebook, notebook_instructions, update_course, write_course
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 # The book's encoder: no supports_masking, so one 1-point check of the 6-point mask topic fails.
@@ -296,8 +296,8 @@ def test_export_and_feedback_work_after_batch(batch):
 
 def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
     """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
-    from grader.batch import Result, Submission
-    from grader.gradebook import store
+    from grader.integrations.batch import Result, Submission
+    from grader.integrations.gradebook import store
 
     copy = tmp_path / "course"
     shutil.copytree(term.pristine, copy)
@@ -319,8 +319,8 @@ def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
 def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_stored(term, tmp_path):
     """nbgrader globs a student id: a stub handed in as ``alice*``, stored last, would autograde (and
     overwrite) alice. It is refused with the reason; alice and bob keep their own scores, read back."""
-    from grader.batch import Result, Submission
-    from grader.gradebook import store
+    from grader.integrations.batch import Result, Submission
+    from grader.integrations.gradebook import store
 
     copy = tmp_path / "course"
     shutil.copytree(term.pristine, copy)
@@ -341,8 +341,8 @@ def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_
 
 def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path, monkeypatch):
     """Every stored score is read back: one that differs from its verdict is not counted as stored."""
-    from grader import gradebook
-    from grader.batch import Result, Submission
+    from grader.integrations import gradebook
+    from grader.integrations.batch import Result, Submission
 
     copy = tmp_path / "course"
     shutil.copytree(term.pristine, copy)
@@ -385,7 +385,7 @@ def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
 
 
 def test_reading_the_course_config_leaves_this_process_environment_alone(term):
-    from grader.gradebook import course_config
+    from grader.integrations.gradebook import course_config
 
     before = dict(os.environ)
     config = course_config(term.pristine, "exercise3")
@@ -394,7 +394,7 @@ def test_reading_the_course_config_leaves_this_process_environment_alone(term):
 
 
 def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_returns_and_raises():
-    from grader.gradebook import topic_outputs
+    from grader.integrations.gradebook import topic_outputs
     from grader.verdict import CheckResult, Verdict
 
     checks = [CheckResult("weights.two_norms", "Two norms", "weights", "failed", 0.0, 2.0, "one instance is shared"),
@@ -448,7 +448,7 @@ def _grade_noisy_cells(folder: Path, config: str) -> dict[str, float]:
 
 
 def test_course_config_keeps_stderr_noise_from_zeroing_a_correct_cell_and_real_errors_still_fail(tmp_path):
-    from grader.notebooks import config_text
+    from grader.integrations.course import config_text
 
     (tmp_path / "plain").mkdir()
     (tmp_path / "ours").mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.autograder_zip import package_files
+from grader.integrations.autograder_zip import package_files
 
 ROOT = exercises.PROJECT_ROOT
 
@@ -48,7 +48,7 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_a_wheel_built_where_exercises_were_solved_ships_their_stubs(wheel):
-    from grader.stubs import fresh_stub
+    from grader.exercises.stubs import fresh_stub
 
     with zipfile.ZipFile(wheel) as archive:
         for exercise in exercises.EXERCISES.values():
@@ -72,15 +72,15 @@ def test_the_wheel_carries_exercises_instructions_hints_and_solutions(wheel):
     for exercise in exercises.EXERCISES.values():
         for path in (f"grader/_exercises/{exercise.id}.py", f"grader/_exercises/{exercise.id}.md",
                      f"grader/_exercises/hints/{exercise.id}.md", f"grader/_solutions/{exercise.id}.py",
-                     f"grader/checks/{exercise.id}.py", f"grader/child/probes/{exercise.id}.py"):
+                     f"grader/exercises/{exercise.id}/checks.py", f"grader/exercises/{exercise.id}/probe.py"):
             assert path in names, path
-    assert "grader/checks/pytest.ini" in names
+    assert "grader/judge/pytest.ini" in names
     assert not any(name.startswith(("tests/", "solutions/", "exercises/")) for name in names)
     assert not any("nbgrader/" in name for name in names)  # the committed course is for drift checks only
 
 
 def test_the_wheel_holds_what_the_autograder_zip_packs(wheel):
-    """The Gradescope zip repacks the installed package (grader.autograder_zip): same files, same bytes."""
+    """The Gradescope zip repacks the installed package (grader.integrations.autograder_zip): same files, same bytes."""
     with zipfile.ZipFile(wheel) as archive:
         built = {name: archive.read(name) for name in archive.namelist() if ".dist-info/" not in name}
     assert built == package_files()

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import exercises, platforms
-from grader.batch import Outputs, Result, Submission, gradescope
-from grader.platforms import (
+from grader import exercises
+from grader.integrations import platforms
+from grader.integrations.batch import Outputs, Result, Submission, gradescope
+from grader.integrations.platforms import (
     DEFAULT_VISIBILITY, SubmissionNotFound, find_submission, gradescope_results, gradescope_visibility,
     markdown_text, prairielearn_results, write_json,
 )
@@ -378,7 +379,7 @@ def test_run_autograder_without_grade_on_path_uses_python3_dash_m_grader(autogra
 
 
 def prairielearn(*args, root: Path, env=ENV):
-    return subprocess.run([sys.executable, "-m", "grader.prairielearn", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "grader.integrations.prairielearn", *args], capture_output=True, text=True,
                           env=dict(env, PRAIRIELEARN_ROOT=str(root)), cwd=root, timeout=600)
 
 
@@ -413,7 +414,7 @@ def test_prairielearn_entry_point_reports_an_ungradable_submission(tmp_path):
     assert "SyntaxError at line 1" in results["format_errors"][0]
 
 
-@pytest.mark.parametrize("args, says", [((), "python3 -m grader.prairielearn EXERCISE"),
+@pytest.mark.parametrize("args, says", [((), "python3 -m grader.integrations.prairielearn EXERCISE"),
                                         (("exercise9",), "unknown exercise 'exercise9'"),
                                         (("exercise3", "--timeout", "0"), "--timeout must be at least 1")])
 def test_prairielearn_entry_point_fails_without_results_on_bad_arguments(tmp_path, args, says):

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from grader import wire
-from grader.sandbox import ChildRun, RecordParser, signal_name
+from grader.protocol import wire
+from grader.sandbox.process import ChildRun, RecordParser, signal_name
 
 
 def _records(*records) -> bytes:
@@ -128,8 +128,8 @@ def test_records_the_parent_reads_itself_must_have_their_form():
 def test_a_wait_status_becomes_a_returncode_and_a_name():
     import signal
 
-    from grader.checks.evidence import describe_end
-    from grader.sandbox import end_run, status_returncode
+    from grader.judge.evidence import describe_end
+    from grader.sandbox.process import end_run, status_returncode
 
     assert status_returncode(3 << 8) == 3
     assert status_returncode(signal.SIGKILL) == -signal.SIGKILL
@@ -145,7 +145,7 @@ def test_a_wait_status_becomes_a_returncode_and_a_name():
 def test_the_status_pipe_is_read_strictly():
     import os
 
-    from grader.sandbox import _read_status
+    from grader.sandbox.process import _read_status
 
     for data, expected in ((b'{"status": 9, "ended": "stopped"}\n', {"status": 9, "ended": "stopped"}),
                            (b"garbage", {}), (b'{"status": "9"}', {}), (b'{"status": true}', {}), (b"", {}),
@@ -158,7 +158,7 @@ def test_the_status_pipe_is_read_strictly():
 
 
 def test_the_sandbox_line_claims_only_what_the_report_says():
-    from grader import confinement
+    from grader.protocol import confinement
 
     assert confinement.describe(None).startswith("time and memory limits only; not applied: every measure")
     assert confinement.describe({"landlock": "yes"}).startswith("time and memory limits only")

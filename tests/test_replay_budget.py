@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.checks import budget, ops
+from grader.judge import budget, ops
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def test_the_budget_is_for_the_whole_submission_and_starts_again_for_the_next():
 
 
 def test_a_check_stopped_by_the_budget_fails_and_says_why():
-    from grader.checks.plugin import classify
+    from grader.judge.plugin import classify
 
     class Info:
         value = budget.TooLarge("recomputing the call would take more than 1 operations")
@@ -66,7 +66,7 @@ def test_a_correct_layer_needs_a_small_fraction_of_the_budget():
 
 def _attention_step(query_shape, mask_shape):
     """A claimed attention step as the checks read it: recorded inputs and the mask at the scores."""
-    from grader.checks.replay import Step
+    from grader.judge.replay import Step
 
     event = {"inputs": {"query": np.zeros(query_shape), "value": np.zeros(query_shape)}}
     return Step(0, event, "attention", {}, {"mask": np.ones(mask_shape, dtype=bool)}, {})
@@ -78,7 +78,7 @@ def _attention_step(query_shape, mask_shape):
 ])
 def test_a_claimed_mask_larger_than_the_exercise_is_refused_before_any_array_is_made(query_shape, mask_shape,
                                                                                       refused):
-    from grader.checks.common import effective_mask
+    from grader.judge.common import effective_mask
 
     budget.reset({"input_shape": [3, 6, 8], "dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}})
     with pytest.raises(budget.TooLarge, match=refused):
@@ -88,7 +88,7 @@ def test_a_claimed_mask_larger_than_the_exercise_is_refused_before_any_array_is_
 
 
 def test_a_mask_of_five_axes_or_one_that_cannot_mask_the_scores_is_not_a_mask():
-    from grader.checks.common import effective_mask
+    from grader.judge.common import effective_mask
 
     budget.reset({"input_shape": [3, 6, 8]})
     for shape in ((1, 2, 6, 6, 6), (3, 1, 6, 5), (2, 6, 6)):

@@ -132,8 +132,8 @@ def test_check_ids_never_wrap_at_80_columns():
 
 
 def test_error_messages_lose_tensorflow_internals_and_gain_the_graders_words():
-    from grader.checks.advice import parts_of
-    from grader.checks.evidence import clean_message, format_student_error
+    from grader.judge.advice import parts_of
+    from grader.judge.evidence import clean_message, format_student_error
 
     raw = ("{{function_node __wrapped__AddV2_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
            "Incompatible shapes: [3,6,8] vs. [3,6,16] [Op:AddV2] name: ")
@@ -194,7 +194,7 @@ def test_grade_list_keeps_whole_words_at_80_columns():
 
 
 def test_what_a_submission_printed_or_raised_cannot_drive_the_terminal():
-    from grader.batch import Result, Submission
+    from grader.integrations.batch import Result, Submission
     from grader.report import batch_summary
 
     escape = "\x1b[2J\x1b[H\x1b[32mScore 23/23 passed\x1b]0;title\x07"
@@ -299,7 +299,7 @@ def test_a_passing_report_says_what_to_do_next():
 
 
 def test_the_batch_summary_names_each_submission_by_its_first_cause():
-    from grader.batch import Result, Submission
+    from grader.integrations.batch import Result, Submission
     from grader.report import batch_summary
 
     crash = CRASH.format(where="when used in a functional model")

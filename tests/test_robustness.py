@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.batch import Outputs, Submission, run_batch
-from grader.checks.plugin import ChecksOverran, Watchdog, run_checks
-from grader.grading import Grading, Settings
-from grader.sandbox import ChildRun
+from grader.integrations.batch import Outputs, Submission, run_batch
+from grader.judge.plugin import ChecksOverran, Watchdog, run_checks
+from grader.api import Grading, Settings
+from grader.sandbox.process import ChildRun
 
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
 RUNTIME = {"event": "end", "phase": "runtime", "ok": True, "error": None,
@@ -121,7 +121,7 @@ class InlineJudge:
 def test_checks_that_hang_are_stopped_by_their_time_limit(tmp_path, monkeypatch):
     # whatever makes a check loop (evidence no validation foresaw, a fault of the grader), the
     # watchdog ends the checks and the submission gets an error verdict, never a stalled run
-    from grader.checks import evidence
+    from grader.judge import evidence
 
     def endless(self, name, check_id=""):
         while True:
@@ -187,7 +187,7 @@ def test_an_answer_of_the_wrong_form_is_an_error_verdict(tmp_path, answer, why):
 CHECKS = '''
 import time
 import pytest
-from grader.checks.framework import check
+from grader.judge.framework import check
 
 @pytest.fixture
 def endless(evidence):
@@ -210,7 +210,7 @@ def check_fine(evidence):
 
 
 FINE = """
-from grader.checks.framework import check
+from grader.judge.framework import check
 
 @check(id="c.fine", title="fine", topic="api")
 def check_fine(evidence):

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
-from grader.class_report import render, root_causes
-from grader.results import read_results
-from grader.shards import Shard, ShardError, parse_shard, share_of
+from grader.integrations.class_report import render, root_causes
+from grader.integrations.results import read_results
+from grader.integrations.shards import Shard, ShardError, parse_shard, share_of
 
 from .catalog.exercise3 import MISTAKES
 from .test_class_report import Page
@@ -239,7 +239,7 @@ def test_shares_are_stable_and_cover_every_id():
 
 
 def test_force_replaces_an_earlier_run_s_manifest_and_report_and_keeps_other_files(tmp_path):
-    from grader.batch import prepare_results_folder
+    from grader.integrations.batch import prepare_results_folder
 
     for name in ("run.json", "report.html", "verdicts.jsonl", "notes.txt"):
         (tmp_path / name).write_text("earlier", encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.hints import read_hints
+from grader.student.hints import read_hints
 
 ROOT = exercises.PROJECT_ROOT
 
@@ -60,7 +60,7 @@ def test_list_grades_a_file_again_once_it_changes(workspace, tmp_path):
 def test_a_hint_answers_the_first_cause_and_grows_more_detailed(workspace, tmp_path, monkeypatch):
     """exercise 3 with a shared norm: the hints for weights.two_norms, least revealing first; the
     second call reuses the remembered grading of the unchanged file."""
-    from grader import progress
+    from grader.student import progress
 
     state = tmp_path / "state"
     first = run("hint", "exercise3", cwd=workspace, state=state)
@@ -91,7 +91,7 @@ def test_a_stub_gets_the_hint_for_its_first_step(tmp_path):
 
 
 def test_hints_of_one_cause_go_from_least_to_most_revealing_and_the_last_repeats():
-    from grader.hints import choose, read_tagged_hints
+    from grader.student.hints import choose, read_tagged_hints
 
     hints = read_tagged_hints(exercises.get("exercise3").hints)
     cause = ["mask.masks_keys", "mask.padding_invariance"]
@@ -104,7 +104,7 @@ def test_hints_of_one_cause_go_from_least_to_most_revealing_and_the_last_repeats
 
 @pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
 def test_every_check_and_every_catalogued_mistake_has_a_hint(exercise):
-    from grader.hints import read_tagged_hints
+    from grader.student.hints import read_tagged_hints
 
     from .catalog import catalog
 
@@ -212,8 +212,9 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
     import watchfiles
     from rich.console import Console
 
-    from grader import batch, cli
-    from grader.grading import Settings, grade
+    from grader.integrations import batch
+    from grader import cli
+    from grader.api import Settings, grade
 
     monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
     exercise = exercises.get("exercise3")
@@ -281,7 +282,7 @@ def test_watch_mode_shows_each_report_in_place_under_one_status_line(tmp_path, m
     from rich.console import Console
     from watchfiles import Change
 
-    from grader import cli, grading
+    from grader import cli, api as grading
     from grader.verdict import CheckResult, summarise
 
     verdict = summarise("exercise3", str(tmp_path / "exercise3.py"), [

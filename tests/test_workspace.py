@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
-from grader.workspace import WorkspaceConflict, init_workspace, workspace_files
+from grader.student.workspace import WorkspaceConflict, init_workspace, workspace_files
 
 
 def run(*args, cwd, tmp_path):
@@ -118,7 +118,7 @@ def test_init_from_a_package_that_carries_a_solved_exercise_warns_and_writes_the
     workspace gets the stub generated from the solution, and init names the file it left out."""
     import shutil
 
-    from grader.stubs import fresh_stub
+    from grader.exercises.stubs import fresh_stub
 
     shipped = tmp_path / "package" / "_exercises"
     shutil.copytree(exercises.EXERCISES_DIR, shipped)

@@ -4,8 +4,8 @@ In a clone, ``exercises/exercise3.py`` is both the committed stub and the studen
 pyproject.toml maps that folder into the package as ``grader._exercises``. Someone who solves
 exercises in a clone and then builds a wheel (or an sdist) would hand out the answers. These two
 setuptools commands, named in pyproject.toml's ``[tool.setuptools] cmdclass``, write every
-exercise file of the build from its solution instead (``grader.stubs.fresh_stub``, the same
-generator ``python -m grader.stubs`` uses), and say which working copies they left out.
+exercise file of the build from its solution instead (``grader.exercises.stubs.fresh_stub``, the same
+generator ``python -m grader.exercises.stubs`` uses), and say which working copies they left out.
 
 An editable install (``pip install -e .``) builds nothing: it keeps reading ``exercises/``, where
 the student works.
@@ -35,16 +35,19 @@ def _grader_from_source():
         del sys.modules[name]
     try:
         loaded = []
-        for name, path, package in (("grader", "grader/__init__.py", True),
-                                    ("grader.exercises", "grader/exercises.py", False),
-                                    ("grader.stubs", "grader/stubs.py", False)):
+        for name, path, package in (("grader", "grader", True),
+                                    ("grader.exercises", "grader/exercises", True),
+                                    ("grader.exercises.stubs", "grader/exercises/stubs.py", False)):
+            location = ROOT / path
             spec = importlib.util.spec_from_file_location(
-                name, ROOT / path, submodule_search_locations=[str(ROOT / "grader")] if package else None)
+                name, location / "__init__.py" if package else location,
+                submodule_search_locations=[str(location)] if package else None)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
-            if not package:
-                setattr(sys.modules["grader"], name.rpartition(".")[2], module)
+            parent, _, leaf = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], leaf, module)
             loaded.append(module)
         _, exercises, stubs = loaded
         if Path(exercises.PROJECT_ROOT) != ROOT or exercises.INSTALLED_FROM_WHEEL:

@@ -43,7 +43,7 @@ def draw() -> str:
     """The SVG of the report of the mistaken encoder."""
     from rich.console import Console
 
-    from grader.grading import Settings, grade
+    from grader.api import Settings, grade
     from grader.report import render
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -12,8 +12,18 @@ no other submission anything.
 
 The judge server and its judges run only the grader's code, on data; they are
 hidden from every grading process, as the checks are.
+
+The checks themselves live with their exercises (``grader/exercises/<id>/checks.py``),
+one small pytest function per fact about a student's layer: each carries an id, a
+title, a topic and points (``@check``), receives the evidence the child returned
+(the ``evidence`` fixture) and fails with a message that says what was observed,
+what was expected and why it matters. This package holds what they share: the
+vocabulary (``framework``), typed evidence, the replay and its budget, the NumPy
+references and the checks every layer exercise uses (``common``).
 """
 
 from .client import JUDGE_MEMORY_MB, JudgeFailed, Judges, JudgeRun, shared_judges
+from .framework import CheckFailed, check, fail
 
-__all__ = ["JUDGE_MEMORY_MB", "JudgeFailed", "JudgeRun", "Judges", "shared_judges"]
+__all__ = ["JUDGE_MEMORY_MB", "CheckFailed", "JudgeFailed", "JudgeRun", "Judges", "check", "fail",
+           "shared_judges"]

@@ -1,6 +1,6 @@
 """The grader's side of judging: start a judge for one submission, wait for its answer, or end it.
 
-``Judges`` holds the judge server (``grader.forkserver.ForkServer`` running
+``Judges`` holds the judge server (``grader.sandbox.forkserver.ForkServer`` running
 ``grader.judge.server``), started once per grader process and replaced if it
 fails; ``Judges.start`` forks one judge and hands it its request. A ``JudgeRun``
 is waited for through a pidfd, like a grading process: ``ready()`` without
@@ -18,8 +18,8 @@ import signal
 import threading
 import time
 
-from .. import forkserver
-from ..sandbox import _CUT, _read_capped, _readable, _write_all
+from ..sandbox import forkserver
+from ..sandbox.process import _CUT, _read_capped, _readable, _write_all
 from . import protocol
 
 JUDGE_MEMORY_MB = 2048  # address space of one judge; judging a correct submission needs a fraction
@@ -39,7 +39,7 @@ class Judges:
     """The judge server of this grader process, and the judges forked from it."""
 
     def __init__(self, memory_mb: int = JUDGE_MEMORY_MB, grace: float = JUDGE_GRACE):
-        from ..sandbox import fresh_environment
+        from ..sandbox.process import fresh_environment
 
         self.memory_mb = memory_mb
         self.grace = grace

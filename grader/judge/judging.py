@@ -9,14 +9,14 @@ verdict rather than a score computed from what was left.
 from __future__ import annotations
 
 from .. import exercises
-from ..sandbox import ChildRun
+from ..sandbox.process import ChildRun
 from . import protocol
 
 
 def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_timeout: float) -> dict:
     """The answer (``protocol.answer``) for this evidence."""
-    from ..checks.evidence import Evidence
-    from ..checks.plugin import OUT_OF_MEMORY, ChecksOverran, Watchdog, run_checks
+    from .evidence import Evidence
+    from .plugin import OUT_OF_MEMORY, ChecksOverran, Watchdog, run_checks
 
     exercise = exercises.get(exercise_id)
     watchdog = Watchdog(checks_timeout)

@@ -1,6 +1,6 @@
 """What the grader sends a judge and what a judge answers.
 
-A request is JSON lines (``grader.wire``): a header with the exercise, the
+A request is JSON lines (``grader.protocol.wire``): a header with the exercise, the
 public job, the secrets the grader drew, the checks' time limit and how the
 grading process ended, then one line per phase record, each exactly as it
 passed the grader's checks on arrival. An answer is one JSON object: the
@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import math
 
-from .. import wire
-from ..sandbox import ChildRun
+from ..protocol import wire
+from ..sandbox.process import ChildRun
 from ..verdict import CHECK_STATUSES, TOPICS, CheckResult
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # every check's message; a real answer is a few tens of KB

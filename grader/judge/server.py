@@ -1,7 +1,7 @@
 """The judge server: ``python -I -m grader.judge.server SOCKET_FD GRADER_PID``.
 
 It imports NumPy, autograd, pytest and every exercise's checks once, then forks
-one judge per request (the loop is the batch worker's, ``grader.child.worker``).
+one judge per request (the loop is the batch worker's, ``grader.sandbox.forkloop``).
 A request carries two descriptors, the read end of the judge's request pipe and
 the write end of its answer pipe, and the judge's limits. The judge keeps only
 those two, sets its limits (address space, CPU time), reads the request, judges
@@ -19,7 +19,7 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024  # the grader's evidence bounds, with room 
 
 
 def main() -> None:
-    from ..child.worker import serve_forever, start_server
+    from ..sandbox.forkloop import serve_forever, start_server
 
     channel = start_server()
     if channel is None:
@@ -37,10 +37,10 @@ def preload() -> None:
     import pytest  # noqa: F401
 
     from .. import exercises
-    from ..checks import evidence, plugin, reference, replay  # noqa: F401
+    from . import evidence, plugin, reference, replay  # noqa: F401
 
     for exercise in exercises.EXERCISES.values():
-        importlib.import_module(f"grader.checks.{exercise.checks.stem}")
+        importlib.import_module(exercise.checks_module)
     from . import judging  # noqa: F401
 
 
@@ -56,7 +56,7 @@ def limits_of(request) -> dict:
 
 def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
-    from ..sandbox import _write_all
+    from ..sandbox.process import _write_all
     from .judging import judge_request
     from .protocol import answer, encode
 

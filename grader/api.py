@@ -1,0 +1,410 @@
+"""The grading API: one submission in, one Verdict out.
+
+The parent never imports TensorFlow nor the student's code. It sends the
+submission to a child process, then has a judge process (``grader.judge``) run
+the exercise's pytest checks over the plain data the child returned, and
+computes the verdict from the judge's checked answer.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+from .protocol import confinement
+from . import exercises
+from .sandbox.process import Child, ChildRun
+from .submission import Source, SubmissionError, read_submission
+from .verdict import Verdict, error_verdict, summarise
+
+DEFAULT_SEED = None  # a fresh secret seed for every run
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MEMORY_MB = 4096
+CHECKS_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that can change a verdict besides the submission, resolved once."""
+
+    seed: int | None = DEFAULT_SEED
+    timeout: float = DEFAULT_TIMEOUT
+    memory_mb: int = DEFAULT_MEMORY_MB
+    checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
+    private: tuple[str, ...] = ()  # folders no grading may read (a class's submissions); the solutions always
+
+
+def _default_judges():
+    from .judge import shared_judges
+
+    return shared_judges()
+
+
+class Grading:
+    """One submission being graded: its child starts at construction, the
+    verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
+    keeps several children running at once."""
+
+    def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child,
+                 refusal: str | None = None, judges=None):
+        """``runner(job, source, timeout, memory_mb, respond=...)`` starts the child and returns
+        something whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
+        pre-imported worker in batch mode (``grader.integrations.batch``). ``judges()`` gives the ``Judges`` that
+        judge its evidence (this process's own by default). With ``refusal`` the submission is
+        not read: its verdict is an error that says why."""
+        from .protocol import job as inputs
+
+        self.exercise = exercises.get(exercise_id)
+        given = Path(submission)
+        try:
+            self.path = given.absolute() if given.is_symlink() else given.resolve()
+        except (OSError, RuntimeError):  # a loop of links above it: read_source says what is wrong
+            self.path = given.absolute()
+        self.settings = settings
+        self.seed = settings.seed if settings.seed is not None else inputs.new_seed()
+        self.secrets: dict | None = None
+        self.internal_error: str | None = None
+        self.context = {
+            "title": self.exercise.title,
+            "seed": self.seed,
+            "seed_given": settings.seed is not None,
+            "timeout": settings.timeout,
+            "memory_mb": settings.memory_mb,
+            "python": platform.python_version(),
+        }
+        self.child = None
+        self._judges = judges if judges is not None else _default_judges
+        self._judge = None
+        self._verdict: Verdict | None = None
+        self.early_error: str | None = refusal
+        self.source = Source("")
+        if refusal is not None:
+            return
+        try:
+            self.source = read_submission(given)
+        except SubmissionError as exc:
+            self.early_error = str(exc)
+            return
+        source = self.source.text
+        self.early_error = syntax_problem(source, self.path, self.source)
+        if self.early_error:
+            return  # found without running anything: no child, no TensorFlow
+        try:
+            self.job = dict(
+                inputs.public_job(self.exercise),
+                cells=[list(cell) for cell in self.source.cells],
+                exercise=self.exercise.id,
+                class_name=self.exercise.target,
+                kind=self.exercise.kind,
+                memory_mb=settings.memory_mb,
+                private=[*settings.private, str(self.path.parent)],
+            )
+            self._judges()  # the judge server starts while the child imports TensorFlow
+            self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
+        except Exception as exc:  # the grader's own failure, or the machine's: never the student's
+            self.early_error = (f"The submission could not be graded: the grader could not start the grading "
+                                f"process ({type(exc).__name__}: {exc}).")
+
+    def _respond(self, record: dict) -> bytes | None:
+        """Answer the child's report of the built layer with the secret part of the job."""
+        from .protocol import job as inputs, wire
+
+        if record.get("event") != "end" or record.get("phase") != "variables":
+            return None
+        if not record.get("ok"):
+            self.secrets = self.secrets if self.secrets is not None else {}
+            return None
+        if self.secrets is not None:
+            return None
+        try:
+            self.secrets = inputs.secret_job(self.exercise, self.seed, record.get("data"))
+            return wire.dumps(self.secrets)
+        except inputs.BadBuildReport as exc:
+            self.secrets = {}
+            self.internal_error = f"the grading process reported the layer's variables in a malformed way ({exc})"
+        except Exception as exc:  # the grader's own failure: never the student's
+            self.secrets = {}
+            self.internal_error = f"the grader failed while choosing the inputs ({type(exc).__name__}: {exc})"
+        return None
+
+    # ----------------------------------------------------------------- the two stages
+    # A grading runs its child, then a judge over the child's evidence (``grader.judge``). Each
+    # stage is waited for through a descriptor (``sentinel``), so a scheduler keeps many gradings
+    # going at once: ``ready()`` says the current stage has ended or run out of time, ``advance()``
+    # moves on without blocking for long, and ``finish()`` gives the verdict, waiting if it must.
+
+    @property
+    def sentinel(self) -> int | None:
+        """A descriptor that becomes readable when the current stage ends (None: nothing to wait for)."""
+        if self._verdict is not None:
+            return None
+        if self._judge is not None:
+            return self._judge.sentinel
+        return getattr(self.child, "sentinel", None) if self.child is not None else None
+
+    def seconds_left(self) -> float:
+        if self._judge is not None:
+            return self._judge.seconds_left()
+        return getattr(self.child, "seconds_left", lambda: 0.0)() if self.child is not None else 0.0
+
+    def ready(self) -> bool:
+        """Whether ``advance()`` would not wait: the child or the judge has ended or is out of time."""
+        if self._verdict is not None or self.child is None:
+            return True
+        if self._judge is not None:
+            return self._judge.ready()
+        return self.child.ready()
+
+    def advance(self) -> bool:
+        """Take the next step if the current stage is ready: start the judge once the child has
+        ended, compute the verdict once the judge has. True when the verdict is known."""
+        if self._verdict is not None:
+            return True
+        if not self.ready():
+            return False
+        if self._judge is None:
+            self._guarded(self._start_judging)
+            if self._verdict is None and self._judge is not None and not self._judge.ready():
+                return False
+        if self._verdict is None:
+            self._guarded(self._judged)
+        return True
+
+    def finish(self) -> Verdict:
+        """The verdict. Whatever the child sent or did, and whatever failed in the grader while
+        judging it, there is exactly one, and the child, the judge and the scratch folder are gone after."""
+        try:
+            if self._verdict is None and self._judge is None:
+                self._guarded(self._start_judging)
+            if self._verdict is None:
+                self._guarded(self._judged)
+            return self._verdict
+        finally:
+            self.close()
+
+    def _guarded(self, step) -> None:
+        try:
+            step()
+        except Exception as exc:  # the grader's own failure: one error verdict, for this submission alone
+            self._verdict = error_verdict(
+                self.exercise.id, str(self.path),
+                f"The submission could not be graded: {MALFORMED} ({type(exc).__name__} in the grader: "
+                f"{str(exc)[:300]}).", max_points(self.exercise.id), self.context)
+        if self._verdict is not None:
+            self.close()
+
+    def close(self) -> None:
+        """End the child and the judge, if they still run, and remove the scratch folder."""
+        for process in (self.child, self._judge):
+            if process is not None:
+                try:
+                    process.kill()
+                except Exception:  # noqa: BLE001 - nothing more can be done for a process that cannot be ended
+                    pass
+
+    def _start_judging(self) -> None:
+        exercise, path = self.exercise, str(self.path)
+        if self.child is None:
+            self._verdict = error_verdict(exercise.id, path, self.early_error, max_points(exercise.id), self.context)
+            return
+        run = self.child.wait()
+        if run.protocol_error:  # an untrusted run shows the checks no evidence at all
+            run = ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
+                           seconds=run.seconds, protocol_error=run.protocol_error)
+        if self.source.cells:
+            _name_cells(run, self.source)
+        self.context["seconds"] = round(run.seconds, 2)
+        runtime = run.phases.get("runtime")
+        if runtime and runtime.get("ok"):
+            data = runtime["data"]
+            self.context.update({k: str(data.get(k)) for k in ("tensorflow", "keras")})
+            self.context["sandbox"] = confinement.describe(data.get("sandbox"))
+            if confinement.valid(data.get("sandbox")):
+                self.context["confinement"] = data["sandbox"]
+        self.context["output"] = student_output(run.stdout)
+        problem = _ungradable(run, exercise) or (
+            f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
+        if problem:  # nothing to judge
+            self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
+            return
+        from .judge import JudgeFailed, protocol
+
+        request = protocol.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
+        try:
+            self._judge = self._judges().start(request, self.settings.checks_timeout)
+        except JudgeFailed as exc:
+            self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {exc}.",
+                                          max_points(exercise.id), self.context)
+
+    def _judged(self) -> None:
+        from .judge import protocol
+
+        exercise, path = self.exercise, str(self.path)
+        data, problem = self._judge.wait()
+        answer = None
+        if data is not None:
+            try:
+                answer = protocol.read_answer(data, exercise.declared_checks())
+            except protocol.BadAnswer as exc:
+                problem = f"the grader's judge of this submission's evidence answered nonsense ({exc})"
+        if answer is not None:
+            if answer["usage"] is not None:
+                self.context["judge"] = answer["usage"]
+            if answer["out_of_memory"]:
+                problem = "the grader could not judge this submission's evidence within its memory limit"
+            elif answer["overran"]:
+                problem = f"{answer['overran']}; {MALFORMED}, or the grader has a fault"
+            elif answer["failed"]:
+                problem = answer["failed"]
+        if problem is not None:
+            self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {problem}.",
+                                          max_points(exercise.id), self.context)
+            return
+        self._verdict = summarise(exercise.id, path, answer["checks"], self.context)
+
+
+MALFORMED = "the grading process sent malformed evidence"
+
+
+def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:
+    """Grade one submission of one exercise."""
+    return Grading(exercise_id, submission, settings).finish()
+
+
+def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2, runner=Child):
+    """Yield (submission, verdict) in order, with up to ``jobs`` children running at once."""
+    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs, runner):
+        yield path, verdict
+
+
+def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2, runner=Child):
+    """Yield (exercise_id, submission, verdict) for (exercise_id, submission) items, in order,
+    with up to ``jobs`` gradings going at once (``runner`` starts each child: a fresh process by
+    default, a fork of the batch's warm worker with ``grader.integrations.batch.Workers()``)."""
+    pending: list[Grading] = []
+    queue = list(items)
+    while queue or pending:
+        while queue and len(pending) < max(1, jobs):
+            exercise_id, submission = queue.pop(0)
+            pending.append(Grading(exercise_id, submission, settings, runner=runner))
+        grading = pending.pop(0)
+        yield grading.exercise.id, grading.path, grading.finish()
+
+
+def syntax_problem(text: str, path: Path, source: Source) -> str | None:
+    """A syntax error in the submission, found by compiling it (nothing runs): where it is, the
+    line itself and a caret under the place, or None."""
+    try:
+        compile(text, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line = exc.lineno or 0
+        place = source.where(line) if source.cells else f"line {line}"
+        lines = text.splitlines()
+        code = lines[line - 1] if 0 < line <= len(lines) else ""
+        shown = code.expandtabs(4)
+        column = max(1, min(exc.offset or 1, len(shown) + 1))
+        kind = type(exc).__name__
+        message = (exc.msg or "invalid syntax").strip()
+        return (f"Your file {path.name} has a {kind} at {place}, column {column}: {message}.\n"
+                f"    {shown.rstrip()}\n    {' ' * (column - 1)}^")
+    except (ValueError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        return f"Your file {path.name} cannot be read as Python ({exc})."
+    return None
+
+
+def _name_cells(run: ChildRun, source: Source) -> None:
+    """For a notebook: say in which code cell each line of an error is."""
+    for record in run.phases.values():
+        error = record.get("error") if isinstance(record, dict) else None
+        if not isinstance(error, dict):
+            continue
+        for frame in error.get("student_frames") or []:
+            if isinstance(frame, dict):
+                frame["where"] = source.where(frame.get("line"))
+        if isinstance(error.get("lineno"), int):
+            error["where"] = source.where(error["lineno"])
+
+
+def _ungradable(run: ChildRun, exercise) -> str | None:
+    """Why the submission could not be graded at all, or None."""
+    from .judge.evidence import describe_end, format_student_error
+
+    if run.protocol_error:
+        return f"The submission could not be graded: {run.protocol_error}."
+    runtime = run.phases.get("runtime")
+    if runtime is None:
+        if run.timed_out:
+            return "The grading process ran out of time while importing TensorFlow; try a longer --timeout."
+        return f"The grading process could not start: {describe_end(run)}"
+    if not runtime.get("ok"):
+        if "sandbox_error" in runtime["data"]:
+            return ("The submission could not be graded: the grading process could not confine itself "
+                    f"({runtime['data']['sandbox_error']}), so none of the submission ran.")
+        return format_student_error("TensorFlow could not be imported in the grading process", runtime["error"] or {})
+    load = run.phases.get("load")
+    if load is None:
+        if run.timed_out:
+            cell = next((name for name in reversed(run.started) if name.startswith("load:cell ")), None)
+            if cell:
+                return (
+                    f"Running your notebook did not finish within the time limit ({run.seconds:.0f} s): code "
+                    f"{cell.split(':', 1)[1]} was still running. Look for a cell that loops or waits (a training "
+                    "run, input(), a sleep): the grader runs every code cell that is not a test cell."
+                )
+            return (
+                f"Importing your file did not finish within the time limit ({run.seconds:.0f} s). "
+                "Look for code at the top level of your file that loops or waits (training runs, "
+                "input(), sleeps): put it under `if __name__ == \"__main__\":`."
+            )
+        return f"Your file could not be imported: {describe_end(run)}"
+    if not load.get("ok"):
+        error = load.get("error") or {}
+        if error.get("type") in ("SyntaxError", "IndentationError", "TabError"):
+            place = error.get("where") or f"line {error.get('lineno')}"
+            where = f" at {place}, column {error.get('offset')}" if error.get("lineno") else ""
+            return f"Your file has a {error['type']}{where}: {error.get('message', '').splitlines()[0] if error.get('message') else ''}"
+        return format_student_error("Importing your file raised an error", error)
+    data = load.get("data") or {}
+    target = exercise.target
+    if not data.get("class_found"):
+        defined = ", ".join(data.get("defined_names") or []) or "nothing"
+        what = "function" if exercise.kind == "function" else "class"
+        return (
+            f"Your file has no {target}; it defines {defined}. "
+            f"Keep the {what} name {target} from the exercise file."
+        )
+    if exercise.kind == "function":
+        if not data.get("is_callable") or data.get("is_class"):
+            return f"{target} in your file is not a function."
+    else:
+        if not data.get("is_class"):
+            return f"{target} in your file is not a class."
+        if not data.get("is_layer_subclass"):
+            bases = ", ".join(data.get("bases") or []) or "nothing"
+            return (
+                f"{target} is not a Keras layer: it derives from {bases}. "
+                f"Write class {target}(keras.layers.Layer): only a Layer gets Keras's "
+                "weight tracking, masking, config and saving, which the checks examine."
+            )
+    if data.get("signature_error"):
+        return (
+            f"{target} cannot be called with the exercise's arguments "
+            f"({data['signature_error']}); its signature is {data.get('signature')}. "
+            "Keep the signature from the exercise file."
+        )
+    return None
+
+
+def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> str:
+    """What the submission printed, trimmed for the report."""
+    lines = stdout.strip("\n").splitlines()
+    shown = "\n".join(line[:200] for line in lines[:max_lines])[:max_chars]
+    if len(lines) > max_lines or len(stdout) > max_chars:
+        shown += f"\n[... {len(lines)} lines in all; the rest is not shown ...]"
+    return shown
+
+
+def max_points(exercise_id: str) -> float:
+    """Total points of an exercise's checks, read from their declarations without running them."""
+    return sum(declared["points"] for declared in exercises.get(exercise_id).declared_checks())

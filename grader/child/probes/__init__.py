@@ -1,1 +1,0 @@
-"""One probe module per exercise: the phases that exercise a student's layer."""

@@ -1,0 +1,228 @@
+"""Checks for exercise 2, the self-attention block: norm(x + attention(x, x)) with a padding mask.
+
+As for the encoder, every computed check judges calls the parent replayed
+with its own inputs and weight values (``analysis``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ...judge import check, fail, analysis
+from ...judge.common import (  # noqa: F401  (fixtures are used by name)
+    ONE_NORM_WHY, assert_deterministic_inference,
+    Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
+    assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
+    assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
+    assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
+    config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
+    key_biases, layer_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
+    trainable_keys, values, verified_layer,
+)
+from ...judge.reference import attention_block_variants, resolve
+
+CLASS = "SelfAttentionBlock"
+SEE = "forward.residual_norm"
+EXPECTED = "layernorm(inputs + attention(inputs, inputs))."
+
+
+def _inputs(job, key="inputs") -> np.ndarray:
+    return np.asarray(job[key], dtype=np.float64)
+
+
+def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
+    masks = {"mask": padding(job)} if masked else None
+    observed = analysis.observed(evidence, phase, check_id, {"inputs": _inputs(job, key)}, masks)
+    if not observed.verified and observed.output is not None:
+        leaves = trace_leaves(evidence, phase)
+        attentions, norms, _ = claimed_roles(leaves)
+        if len(attentions) == 1 and len(norms) == 1:
+            attention = dict(attentions[0])
+            mask = attention.pop("mask", None)
+            x = _inputs(job, key)
+            identify_by_roles(observed, {"attention": attention, "norm": norms[0]},
+                              lambda parts: attention_block_variants(x, parts, mask), analysis.values(evidence),
+                              pseudo_steps_of(leaves))
+    return observed
+
+
+@pytest.fixture
+def plain(evidence, job):
+    return _observe(evidence, job, "forward", "api.output_shape")
+
+
+@pytest.fixture
+def layer(plain):
+    return verified_layer(plain, SEE, "inputs")
+
+
+@pytest.fixture
+def structure(evidence, plain):
+    return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+
+@check("api.constructor", "Builds from embed_dim and num_heads", "api")
+def check_constructor(evidence, dims):
+    assert_constructor(evidence, CLASS, dims)
+
+
+@check("api.output_shape", "Returns a tensor shaped like its input", "api")
+def check_output_shape(forward, job):
+    assert_output_shape(forward, np.asarray(job["inputs"]).shape, "(batch, seq, embed_dim), like the input")
+
+
+@check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
+def check_one_norm(structure, dims, forward, values):
+    assert_distinct_norms(structure, 1, "after the residual sum")
+    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
+    structure.confirm()
+
+
+@check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
+def check_trainable_list(forward, structure, dims, values):
+    e = dims["embed_dim"]
+    expected = attention_shapes(e, dims["num_heads"]) + [(e,), (e,)]
+    assert_trainable_shapes(forward, values, expected, "8 for MultiHeadAttention(num_heads, key_dim=embed_dim), "
+                            "2 for the norm", attention_hints(structure, dims, values))
+    structure.confirm()
+
+
+@check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
+def check_all_gradients(evidence, layer, forward, structure, job):
+    report = gradient_report(evidence, layer, forward, job["loss_weights"])
+    assert_all_gradients(report, key_biases(structure), "10 trainable variables.")
+
+
+@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
+def check_config_base(evidence, config):
+    assert_config_base(evidence, config, CLASS)
+
+
+@check("config.own_keys", "get_config holds embed_dim and num_heads", "config")
+def check_config_own_keys(config, dims):
+    assert_config_own_keys(config, dims, CLASS)
+
+
+@check("config.from_config", "from_config rebuilds an identical layer", "config")
+def check_from_config(config_phase):
+    assert_from_config(config_phase)
+
+
+@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
+def check_keras_file(evidence):
+    assert_keras_file(evidence)
+
+
+def _masked(evidence, job, check_id, phase="mask", key="inputs"):
+    """The masked call, verified or claimed (see the encoder's checks)."""
+    batch, seq = padding(job).shape
+    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
+    observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
+    plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
+    return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
+                         "your layer's masked call", "inputs")
+
+
+def _attention_step(call):
+    return call.attention[0] if call.attention else None
+
+
+def _arguments(evidence, phase="mask"):
+    found = raw_attention_arguments(evidence, phase)
+    return found[0] if found else None
+
+
+@check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask", points=2)
+def check_attention_mask_shape(evidence, job):
+    batch, seq = padding(job).shape
+    call = _masked(evidence, job, "mask.attention_mask_shape")
+    assert_attention_mask_shape(_attention_step(call), batch, seq, seq, _arguments(evidence))
+    call.confirm()
+
+
+@check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
+def check_masks_keys(evidence, job):
+    real = padding(job)
+    batch, seq = real.shape
+    call = _masked(evidence, job, "mask.masks_keys")
+    assert_masks_keys(_attention_step(call), np.broadcast_to(real[:, None, :], (batch, seq, seq)), real,
+                      _arguments(evidence))
+    if not call.verified and call.see == "mask.masks_keys":
+        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+    call.confirm()
+
+
+@check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
+def check_padding_invariance(evidence, job):
+    masked = _masked(evidence, job, "mask.padding_invariance")
+    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed")
+    assert_unchanged(
+        masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
+        "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
+    )
+    masked.confirm()
+    perturbed.confirm()
+
+
+@check("mask.propagates", "The padding mask passes on to the next layer", "mask")
+def check_mask_propagates(evidence, job):
+    call = _masked(evidence, job, "mask.propagates")
+    if isinstance(call.output, np.ndarray):
+        assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
+    call.confirm()
+
+
+MISTAKES = {
+    "no_residual": "the attention output is normalised without adding the inputs (no residual)",
+    "no_norm": "the residual sum is returned without the LayerNormalization",
+    "pre_norm": "the inputs are normalised before attention (pre-norm) instead of after the sum",
+}
+WHY = ("The residual connection lets the block learn a correction to its input and keeps gradients "
+       "flowing; the norm keeps the sum at a stable scale.")
+WHYS = {
+    "pre_norm": "Pre-norm is a real variant used by many later models, but it is a different function: this "
+                "exercise asks for norm(x + attention(x, x)).",
+}
+
+
+@check("forward.residual_norm", "Computes norm(inputs + attention(inputs, inputs))", "forward", points=2)
+def check_residual_norm(plain, job, values):
+    if not plain.verified:
+        explain_unverified(plain, EXPECTED)
+    if plain.identified_as is not None:
+        if plain.identified_as == "correct":
+            return
+        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", EXPECTED,
+             WHYS.get(plain.identified_as, WHY))
+    structure = Structure(plain)
+    attention, norms = structure.of("attention"), structure.norm_steps
+    x = _inputs(job)
+    if len(attention) == 1 and not norms:
+        from ...judge.ops import attention as attend
+
+        step = attention[0]
+        params = {role: values[key] if key else None for role, key in step.params.items()}
+        unnormed = x + attend(x, x, None, params, None, False, False)
+        if isinstance(plain.output, np.ndarray) and np.allclose(plain.output, unnormed, atol=2e-4, rtol=1e-3):
+            fail(f"your output matches a layer in which {MISTAKES['no_norm']}.", EXPECTED,
+                 "The norm keeps the residual sum at a stable scale, block after block.")
+    if len(attention) != 1 or len(norms) != 1:
+        fail(
+            f"{len(attention)} attention and {len(norms)} LayerNormalization call(s): {structure.describe()}.",
+            "one MultiHeadAttention call and one LayerNormalization call.",
+            "The block is norm(x + attention(x, x)).",
+        )
+    roles = {
+        "attention": dict(attention[0].params, zero_masked=bool(attention[0].constants.get("zero_masked"))),
+        "norm": {"gamma": norms[0].params.get("gamma"), "beta": norms[0].params.get("beta"),
+                 "epsilon": float(norms[0].constants["epsilon"])},
+    }
+    variants = attention_block_variants(x, resolve(roles, values))
+    assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
+                             otherwise=self_attention_inputs(attention[0], plain.program, "block"), whys=WHYS)
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

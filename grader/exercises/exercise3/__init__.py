@@ -1,0 +1,2 @@
+"""Exercise 3: its probe (``probe``, run in the grading child) and its checks (``checks``,
+run by the judge)."""

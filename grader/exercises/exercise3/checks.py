@@ -1,0 +1,322 @@
+"""Checks for exercise 3, the Transformer encoder.
+
+Every check on weights, gradients, masks and the forward pass judges calls the
+parent replayed with its own inputs and weight values (``analysis``): which
+layers the student's ``call`` ran and in which order, the variables they use,
+the numbers they produce, the masks that reached attention. None of them looks
+at attribute names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ...judge import check, fail, analysis
+from ...judge.common import (  # noqa: F401  (fixtures are used by name)
+    assert_deterministic_inference,
+    Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
+    assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
+    assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
+    assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
+    attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
+    shared_norm_reason,
+    ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, observed_call,
+    padding, pseudo_steps_of,
+    raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
+)
+from ...judge.reference import encoder_variants
+
+NORM_POSITIONS = "one after the attention residual, one after the feed-forward residual"
+POST_NORM = (
+    "norm2(h + ffn(h)) with h = norm1(x + attention(x, x)) and "
+    "ffn = Dense(embed_dim)(relu(Dense(dense_dim)(h)))."
+)
+SEE = "forward.post_norm"
+
+
+def _inputs(job, key="inputs") -> np.ndarray:
+    return np.asarray(job[key], dtype=np.float64)
+
+
+def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
+    masks = {"mask": padding(job)} if masked else None
+    observed = analysis.observed(evidence, phase, check_id, {"inputs": _inputs(job, key)}, masks)
+    if not observed.verified and observed.output is not None:
+        _identify(evidence, observed, _inputs(job, key))
+    return observed
+
+
+def _identify(evidence, observed, x) -> None:
+    """A feed-forward written with raw weights: find its kernels and biases by shape, then see whether
+    the output is an encoder (or a known mistaken one) computed from them."""
+    forward = evidence.partial("forward") or {}
+    leaves = trace_leaves(evidence, observed.phase)
+    attentions, norms, claimed = claimed_roles(leaves)
+    dims = evidence.job["dims"]
+    parameters = analysis.values(evidence)
+    ffn = ffn_roles_by_shape(forward, parameters, claimed, dims["embed_dim"], dims["dense_dim"])
+    if len(attentions) != 1 or len(norms) != 2 or ffn is None:
+        return
+    attention = dict(attentions[0])
+    mask = attention.pop("mask", None)
+    roles = {"attention": attention, "norm1": norms[0], "norm2": norms[1], **ffn}
+    identify_by_roles(observed, roles, lambda parts: encoder_variants(x, parts, mask), parameters,
+                      pseudo_steps_of(leaves))
+
+
+@pytest.fixture
+def plain(evidence, job):
+    return _observe(evidence, job, "forward", "api.output_shape")
+
+
+@pytest.fixture
+def layer(plain):
+    """The verified plain call, or not checked."""
+    return verified_layer(plain, SEE, "inputs")
+
+
+@pytest.fixture
+def structure(evidence, plain):
+    """What the plain call ran: verified, or claimed (then checks may fail on it, but not pass)."""
+    return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+
+# --------------------------------------------------------------------------- api
+
+
+@check("api.constructor", "Builds from embed_dim, dense_dim and num_heads", "api")
+def check_constructor(evidence, dims):
+    assert_constructor(evidence, "TransformerEncoder", dims)
+
+
+@check("api.output_shape", "Returns a tensor shaped like its input", "api")
+def check_output_shape(forward, job):
+    assert_output_shape(forward, np.asarray(job["inputs"]).shape, "(batch, seq, embed_dim), like the input")
+
+
+# --------------------------------------------------------------------------- weights
+
+
+@check("weights.two_norms", "Two distinct LayerNormalization layers are applied", "weights", points=2)
+def check_two_norms(structure):
+    assert_distinct_norms(structure, 2, NORM_POSITIONS)
+    structure.confirm()
+
+
+@check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
+def check_norm_parameters(structure, dims, forward, values):
+    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
+    structure.confirm()
+
+
+@check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
+def check_trainable_list(forward, structure, dims, values):
+    e, d = dims["embed_dim"], dims["dense_dim"]
+    expected = attention_shapes(e, dims["num_heads"]) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 4
+    summary = ("8 for MultiHeadAttention(num_heads, key_dim=embed_dim), 4 for Dense(dense_dim) and "
+               "Dense(embed_dim), 2 for each norm")
+    shared, why = shared_norm_reason(structure)
+    assert_trainable_shapes(forward, values, expected, summary, shared + attention_hints(structure, dims, values),
+                            why)
+    structure.confirm()
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _report(evidence, layer, forward, job):
+    return gradient_report(evidence, layer, forward, job["loss_weights"])
+
+
+@check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
+def check_all_gradients(evidence, layer, forward, structure, job):
+    assert_all_gradients(_report(evidence, layer, forward, job), key_biases(structure), "16 trainable variables.")
+
+
+@check("gradients.norms_differ", "The two norms receive different gradients", "gradients")
+def check_norm_gradients_differ(evidence, layer, forward, structure, job):
+    assert_norm_gradients_differ(_report(evidence, layer, forward, job), structure, 2)
+
+
+@check("gradients.norms_diverge", "Training moves each norm along its own gradient", "gradients")
+def check_norms_diverge(evidence, layer, structure, job):
+    assert_norms_diverge(evidence, layer, structure, job, 2)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
+def check_config_base(evidence, config):
+    assert_config_base(evidence, config, "TransformerEncoder")
+
+
+@check("config.own_keys", "get_config holds embed_dim, dense_dim and num_heads", "config")
+def check_config_own_keys(config, dims):
+    assert_config_own_keys(config, dims, "TransformerEncoder")
+
+
+@check("config.from_config", "from_config rebuilds an identical layer", "config")
+def check_from_config(config_phase):
+    assert_from_config(config_phase)
+
+
+@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
+def check_keras_file(evidence):
+    assert_keras_file(evidence)
+
+
+# --------------------------------------------------------------------------- mask
+
+
+def _masked(evidence, job, check_id, phase="mask", key="inputs"):
+    """The masked call, verified or claimed. When it cannot be verified, mask.masks_keys says why
+    (unless the plain call could not be verified either: then forward.post_norm does)."""
+    batch, seq = padding(job).shape
+    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
+    observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
+    plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
+    return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
+                         "your layer's masked call", "inputs")
+
+
+def _explain_masked(evidence, job, call) -> None:
+    """mask.masks_keys, having found no fault in the masked call, says why it is not verified."""
+    if not call.verified and call.see == "mask.masks_keys":
+        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+    call.confirm()
+
+
+def _attention_step(call):
+    return call.attention[0] if call.attention else None
+
+
+def _arguments(evidence, phase="mask"):
+    found = raw_attention_arguments(evidence, phase)
+    return found[0] if found else None
+
+
+@check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask")
+def check_attention_mask_shape(evidence, job):
+    batch, seq = padding(job).shape
+    call = _masked(evidence, job, "mask.attention_mask_shape")
+    assert_attention_mask_shape(_attention_step(call), batch, seq, seq, _arguments(evidence))
+    call.confirm()
+
+
+@check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
+def check_masks_keys(evidence, job):
+    real = padding(job)
+    batch, seq = real.shape
+    call = _masked(evidence, job, "mask.masks_keys")
+    expected = np.broadcast_to(real[:, None, :], (batch, seq, seq))
+    assert_masks_keys(_attention_step(call), expected, real, _arguments(evidence))
+    _explain_masked(evidence, job, call)
+
+
+@check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
+def check_padding_invariance(evidence, job):
+    masked = _masked(evidence, job, "mask.padding_invariance")
+    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed")
+    assert_unchanged(
+        masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
+        "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
+    )
+    masked.confirm()
+    perturbed.confirm()
+
+
+@check("mask.propagates", "The padding mask passes on to the next layer", "mask")
+def check_mask_propagates(evidence, job):
+    call = _masked(evidence, job, "mask.propagates")
+    if isinstance(call.output, np.ndarray):
+        assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
+    call.confirm()
+
+
+# --------------------------------------------------------------------------- forward
+
+
+@check("forward.call_order", "Attention, norm, feed-forward, norm — in that order", "forward")
+def check_call_order(plain, structure):
+    layer = plain
+    if layer.identified_as == "post_norm":
+        return  # a feed-forward of raw weights: the order is the computation's, which is right
+    sequence = structure.sequence
+    expected = ["attention", "norm", "dense", "dense", "norm"]
+    if sequence == expected:
+        structure.confirm()
+        return
+    if sequence[:2] == ["norm", "attention"] or layer.identified_as == "pre_norm":
+        why = (
+            "Normalising before each sub-block (pre-norm) is a real variant used by many later "
+            "models, but this exercise asks for the book's post-norm block: norm(x + sublayer(x))."
+        )
+    else:
+        why = "The post-norm encoder is norm1(x + attention(x)), then norm2(h + ffn(h))."
+    if sequence != expected:
+        fail(structure.describe(), " → ".join(expected), why)
+    structure.confirm()
+
+
+VARIANT_MESSAGES = {
+    "no_relu": "the feed-forward projection has no relu between its two Dense layers",
+    "no_attention_residual": "the attention output is normalised without adding the inputs (no residual)",
+    "no_ffn_residual": "the feed-forward output is normalised without adding its input (no residual)",
+    "no_residuals": "neither block adds its input back (no residual connections)",
+    "input_residual_in_ffn": "the second residual adds the encoder's original inputs instead of "
+    "the first norm's output",
+    "pre_norm": "the block is pre-norm: x + attention(norm(x)), then h + ffn(norm(h))",
+}
+WHY = ("Residual connections let each block learn a correction to its input and keep gradients flowing; "
+       "post-norm normalises each residual sum.")
+WHYS = {
+    "no_relu": "Without a nonlinearity between them, the two Dense layers collapse into one linear map: the "
+               "feed-forward could compute nothing a single Dense cannot.",
+    "pre_norm": "Pre-norm is a real variant used by many later models, but it is a different function: this "
+                "exercise asks for the book's post-norm block, norm(x + sublayer(x)).",
+    "input_residual_in_ffn": "The second block must correct the first block's result: adding the original "
+                             "inputs skips what the attention block computed.",
+}
+
+
+@check("forward.post_norm", "Computes the post-norm encoder", "forward", points=2)
+def check_post_norm(plain, job, values):
+    if not plain.verified:
+        explain_unverified(plain, POST_NORM)
+    if plain.identified_as is not None:  # found by the roles of its weights
+        if plain.identified_as == "post_norm":
+            return
+        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", POST_NORM,
+             WHYS.get(plain.identified_as, WHY))
+    structure = Structure(plain)
+    attention, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
+    if len(attention) != 1 or len(norms) != 2 or len(dense) != 2:
+        fail(
+            f"{len(attention)} attention, {len(norms)} LayerNormalization and {len(dense)} Dense "
+            f"call(s): {structure.describe()}.",
+            "one MultiHeadAttention, two LayerNormalization and two Dense calls.",
+            "The post-norm encoder is norm1(x + attention(x, x)), then norm2(h + ffn(h)).",
+        )
+    roles = {
+        "attention": dict(attention[0].params, zero_masked=bool(attention[0].constants.get("zero_masked"))),
+        "ffn1": {"kernel": dense[0].params["kernel"], "bias": dense[0].params.get("bias")},
+        "ffn2": {"kernel": dense[1].params["kernel"], "bias": dense[1].params.get("bias")},
+        "norm1": {"gamma": norms[0].params.get("gamma"), "beta": norms[0].params.get("beta"),
+                  "epsilon": float(norms[0].constants["epsilon"])},
+        "norm2": {"gamma": norms[1].params.get("gamma"), "beta": norms[1].params.get("beta"),
+                  "epsilon": float(norms[1].constants["epsilon"])},
+    }
+    from ...judge.reference import resolve
+
+    variants = encoder_variants(_inputs(job), resolve(roles, values))
+    assert_matches_reference(
+        np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
+        correct="post_norm", otherwise=self_attention_inputs(attention[0], plain.program, "encoder"), whys=WHYS,
+    )
+
+
+@check("forward.inference", "Called without `training`, it is not random", "forward")
+def check_inference(evidence, layer, values):
+    assert_deterministic_inference(evidence, layer.run(values))

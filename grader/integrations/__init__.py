@@ -1,0 +1,1 @@
+"""Where classes already grade: batches, nbgrader, Gradescope, PrairieLearn, and the class report."""

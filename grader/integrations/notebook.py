@@ -1,0 +1,144 @@
+"""The grader inside a notebook: what the hidden test cells of the nbgrader course call.
+
+A test cell of the course ends with ``assert_topic("exercise3", "mask")``. It
+grades what ``grade`` grades for this notebook — the notebook nbgrader is
+running (in the kernel's folder), read as ``grade`` reads it: every code cell
+that is not a test cell, in order; or, without the notebook file, the code the
+kernel executed — in a child process, once per kernel and answer — prints each check of the topic with
+its points and the message of every check that did not pass, and returns the
+points the topic earned as a plain float. The cell ends with that number, so
+nbgrader scores the cell by it (partial credit): the cells of a notebook add
+up to ``grade``'s score of the same answer. A topic that earned nothing, or an
+answer that could not be graded, raises AssertionError instead (0 points either
+way, and the feedback shows it as a failure).
+
+nbgrader gives 0 points to a test cell with any stderr output, and the student's
+code runs in the same kernel: while it grades, ``assert_topic`` keeps Python
+warnings and writes to ``sys.stderr`` out of the cell, so an answer that logs
+or warns loses nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import tempfile
+import warnings
+from pathlib import Path
+
+from .. import exercises
+
+_VERDICTS: dict[tuple[str, str], object] = {}
+
+
+def answer_source(target: str, history: list[str]) -> str:
+    """The last executed cell that defines ``target`` at top level."""
+    for source in reversed(history):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == target:
+                return source
+    raise AssertionError(f"No cell of this notebook defines {target}: run the answer cell before the tests.")
+
+
+def graded_source(exercise_id: str, target: str) -> "str | Path":
+    """What ``grade`` would grade for this notebook: the notebook file nbgrader executes (it runs
+    the kernel in the notebook's folder), else the cells the kernel executed up to the last that
+    defines ``target``."""
+    from ..submission import SubmissionError, read_submission
+
+    here = Path.cwd()
+    candidates = [here / f"{exercise_id}.ipynb"] + sorted(here.glob("*.ipynb"))
+    for path in candidates:
+        if path.is_file() and not path.is_symlink():
+            try:
+                source = read_submission(path).text
+            except SubmissionError:
+                continue
+            if _defines(source, target):
+                return path
+    history = _history()
+    answer = answer_source(target, history)
+    index = max(i for i, cell in enumerate(history) if cell == answer)
+    return "\n\n".join(cell for cell in history[:index + 1] if cell and "assert_topic(" not in cell) + "\n"
+
+
+def _defines(source: str, target: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # grade reports the syntax error: so does the notebook
+    return any(isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == target for node in tree.body)
+
+
+def _history() -> list[str]:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise AssertionError("assert_topic runs inside a Jupyter notebook.")
+    return list(shell.user_ns.get("In", []))
+
+
+def verdict_for(exercise_id: str, source: "str | Path"):
+    """The verdict of a notebook file (graded as ``grade --submission`` grades it) or of source
+    text; once per content."""
+    from ..api import grade
+
+    if isinstance(source, Path):
+        key = (exercise_id, source.read_bytes())
+        if key not in _VERDICTS:
+            _VERDICTS[key] = grade(exercise_id, source)
+        return _VERDICTS[key]
+    key = (exercise_id, source)
+    if key not in _VERDICTS:
+        with tempfile.TemporaryDirectory(prefix="grade-notebook-") as folder:
+            path = Path(folder) / f"{exercise_id}.py"
+            path.write_text(source, encoding="utf-8")
+            _VERDICTS[key] = grade(exercise_id, path)
+    return _VERDICTS[key]
+
+
+def assert_topic(exercise_id: str, topic: str) -> float:
+    """Grade the executed answer (once per kernel) and return the points ``topic`` earned;
+    raise AssertionError when it earned none."""
+    exercise = exercises.get(exercise_id)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        verdict = verdict_for(exercise_id, graded_source(exercise_id, exercise.target))
+    lines, failure, points = topic_report(verdict, topic)
+    if lines:
+        print("\n".join(lines))  # one write: one stream output, as grade batch --gradebook writes it
+    if failure is not None:
+        raise AssertionError(failure)
+    return points
+
+
+def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
+    """What a test cell of ``topic`` prints for this verdict, the failure it raises (None unless
+    the topic earned nothing) and the points it returns. ``grade batch --gradebook`` writes the
+    same as cell outputs."""
+    if verdict.status == "error":
+        return [], f"Your answer could not be graded: {verdict.error}", 0.0
+    checks = [c for c in verdict.checks if c.topic == topic]
+    if not checks:
+        return [], f"The grader has no {topic} checks for {verdict.exercise}.", 0.0
+    points = round(sum(c.points for c in checks), 6)
+    max_points = round(sum(c.max_points for c in checks), 6)
+    lines = [f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}"
+             for c in checks]
+    failed = [c for c in checks if c.status != "passed"]
+    from ..causes import told_once
+
+    messages = told_once(verdict.checks)  # each cause once, however many checks and cells it fails
+    details = [f"{c.title} ({c.id}, {c.status}):\n{messages.get(c.id, c.message)}" for c in failed]
+    summary = f"{topic}: {points:g} of {max_points:g} points"
+    if failed and points == 0:
+        return lines, f"{summary}; {len(failed)} of {len(checks)} check(s) did not pass.\n\n" + "\n\n".join(details), 0.0
+    if failed:
+        lines += [""] + "\n\n".join(details).splitlines()
+    return lines + ["", summary], None, float(points)

@@ -1,0 +1,583 @@
+"""Runs a submission in a contained child process with a wall-clock and a memory limit.
+
+The child gets a scratch copy of the submission, the public part of its job on
+stdin, a private pipe for evidence and a second pipe, the control channel, on
+which the parent answers the child's report of the layer's variables with the
+secret part of the job (``respond``). Evidence is parsed as it arrives. The
+child's stdout and stderr are captured and capped; how it ended arrives on a
+status pipe from the keeper (``grader.sandbox.reaper``), is recorded, and is
+never trusted as a result. At the time limit the keeper is asked to end the
+grading (every process it started included), then killed.
+
+``Child`` starts a fresh interpreter for one grading; ``grader.integrations.batch`` forks
+the same keeper from a worker that has TensorFlow imported. Both share
+``GradingProcess``: the pipes, the readers and the waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..protocol import records, wire
+
+MAX_EVIDENCE_BYTES = 24 * 1024 * 1024  # a correct run sends about 1 MB
+MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct run sends a few thousand)
+MAX_OUTPUT_BYTES = 32 * 1024
+MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes
+MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmpfs can hold its scratch folder
+MAX_PROCESSES = 32  # processes and threads of one grading (TensorFlow's own, about six, included)
+LAUNCH_ATTEMPTS = 2  # a runner whose start failed (a batch worker that died) is asked once more
+STOP_GRACE = 10.0  # seconds the keeper gets to end a grading it was asked to end, before it is killed
+MAX_STATUS_BYTES = 4096
+
+CHILD_ENV = {
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+}
+_PASSED_THROUGH = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+class LaunchFailed(Exception):
+    """A runner could not start the child; starting again, with new pipes, may work."""
+
+
+@dataclass
+class ChildRun:
+    """What the parent saw of one child: phase records and how it ended."""
+
+    phases: dict[str, dict] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    finished: bool = False
+    timed_out: bool = False
+    memory_exceeded: bool = False
+    returncode: int | None = None
+    signal_name: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+    protocol_error: str | None = None
+
+    @property
+    def unfinished_phase(self) -> str | None:
+        """The phase the child was in when it stopped, if it stopped early (a notebook's cells are
+        steps inside the load phase: one counts only while the load has not ended)."""
+        for name in reversed(self.started):
+            if name.startswith("load:"):
+                if "load" not in self.phases:
+                    return "load"
+                continue
+            if name not in self.phases:
+                return name
+        return None
+
+
+def limits(timeout: float, memory_mb: int, private=()) -> dict:
+    """The limits a child applies to itself and everything it starts. ``hidden`` are the folders
+    it may not read even where they lie inside folders it reads: the solutions, the exercises, and
+    the folders submissions come from (``private``)."""
+    from ..exercises import EXERCISES_DIR, SOLUTIONS_DIR
+
+    # the exercises too: exercise 5's file carries the reference layers of exercises 1 and 3
+    hidden = list(dict.fromkeys([os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
+                                 *(os.path.realpath(path) for path in judging_folders()),
+                                 *(os.path.realpath(str(path)) for path in private)]))
+    # only the outermost: a class's folder stands for its students' (whose names the child would see)
+    hidden = [path for path in hidden if not any(path.startswith(other.rstrip(os.sep) + os.sep)
+                                                 for other in hidden if other != path)]
+    return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
+            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": hidden}
+
+
+def _new_group(memory_mb: int):
+    """(a control group for one grading, None) where the grader can make one, else (None, why not)."""
+    from . import cgroups
+
+    hierarchy, why = cgroups.hierarchy()
+    if hierarchy is None:
+        return None, why
+    try:
+        return hierarchy.new_group(int(memory_mb) * 1024 * 1024, MAX_PROCESSES), None
+    except OSError as exc:
+        return None, f"the grader could not make one ({exc.strerror or exc})"
+
+
+def judging_folders() -> list[str]:
+    """The grader's folders a grading process never needs: the checks (with the replay and the NumPy
+    references of every layer) and the judge. Only the grader reads them."""
+    from ..exercises import EXERCISES
+
+    package = Path(__file__).resolve().parent.parent
+    return [str(package / "judge"), *(str(exercise.checks) for exercise in EXERCISES.values())]
+
+
+class GradingProcess:
+    """One grading's child, started at once and waited for when its evidence is needed.
+
+    A subclass starts the keeper in ``_launch(descriptors, environment)``, given the child's ends of
+    its pipes (stdin, stdout, stderr, evidence, control, status), and returns a pidfd of it;
+    ``_reap()`` collects it when it is the parent's own child."""
+
+    def __init__(self, job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None):
+        """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
+        are written to the child's control channel (once), which is then closed."""
+        self._scratch, job = make_scratch(job, submission_source)
+        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ())))
+        self._group = None
+        try:
+            self._group, job["limits"]["cgroup_refused"] = _new_group(memory_mb)
+        except BaseException:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise
+        if self._group is not None:
+            job["limits"].update(cgroups=self._group.procs, cgroup=self._group.describe())
+        self._timeout = timeout
+        self._result: ChildRun | None = None
+        self._pidfd: int | None = None
+        self._ends: list[int] = []  # the parent's ends, closed by wait()
+        try:
+            for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+                try:
+                    self._start(job, respond)
+                    break
+                except LaunchFailed:
+                    if attempt == LAUNCH_ATTEMPTS:
+                        raise
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _start(self, job: dict, respond) -> None:
+        pipes = {name: os.pipe() for name in ("stdin", "stdout", "stderr", "evidence", "control", "status")}
+        ours = {"stdin": 1, "stdout": 0, "stderr": 0, "evidence": 0, "control": 1, "status": 0}
+        theirs = [pipes[name][1 - ours[name]] for name in ("stdin", "stdout", "stderr", "evidence", "control",
+                                                            "status")]
+        try:
+            self._started = time.perf_counter()
+            self._pidfd = self._launch(theirs, dict(fresh_environment(), **child_environment(self._scratch)))
+        except BaseException:
+            for name, pair in pipes.items():  # a keeper started anyway reads no job and ends
+                os.close(pair[ours[name]])
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        for name, pair in pipes.items():
+            self._ends.append(pair[ours[name]])
+        self._status_fd = pipes["status"][0]
+        control_write = pipes["control"][1]
+        self._ends.remove(control_write)  # the control channel closes it
+        self._control = ControlChannel(lambda data: _write_all(control_write, data),
+                                       lambda: os.close(control_write))
+        self._parser = RecordParser(ChildRun(), respond, self._control)
+        self._out: list[bytes] = []
+        self._err: list[bytes] = []
+        self._readers = [
+            threading.Thread(target=_read_records, args=(pipes["evidence"][0], self._parser), daemon=True),
+            threading.Thread(target=_read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=_read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+        for name in ("evidence", "stdout", "stderr"):  # each reader closes its own
+            self._ends.remove(pipes[name][0])
+        stdin = pipes["stdin"][1]
+        try:
+            _write_all(stdin, json.dumps(job).encode("utf-8"))
+        except OSError:
+            pass  # the keeper is gone already: wait() tells how it ended
+        finally:
+            self._ends.remove(stdin)
+            os.close(stdin)
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        raise NotImplementedError
+
+    def _reap(self) -> None:
+        """Collect the keeper's exit when it is this process's own child."""
+
+    def _returncode(self) -> int | None:
+        """The keeper's own exit status, when known: used only if it sent no status."""
+        return None
+
+    @property
+    def sentinel(self) -> int:
+        """A descriptor that becomes readable when the keeper has ended."""
+        return self._pidfd
+
+    def ended(self) -> bool:
+        return _readable(self._pidfd, 0)
+
+    def ready(self) -> bool:
+        """Finished, or out of time (``wait`` then ends it at once)."""
+        return self._result is not None or self.ended() or self.seconds_left() <= 0
+
+    def seconds_left(self) -> float:
+        return max(0.0, self._timeout - (time.perf_counter() - self._started))
+
+    def kill(self) -> None:
+        """End the grading now (the verdict, if anyone asks, is a timeout)."""
+        self._timeout = 0.0
+        self.wait()
+
+    def wait(self) -> ChildRun:
+        """Wait for the child (ending it at the time limit) and return what it sent."""
+        if self._result is not None:
+            return self._result
+        run = self._parser.run
+        if not _readable(self._pidfd, self.seconds_left()):
+            run.timed_out = True
+            self._stop()
+        self._reap()
+        for reader in self._readers:
+            reader.join(timeout=5)
+        self._control.close()
+        status = _read_status(self._status_fd)
+        returncode = status_returncode(status.get("status")) if "status" in status else self._returncode()
+        end_run(run, self._started, returncode, _text(self._out), _text(self._err))
+        if self._group is not None and self._group.out_of_memory():
+            run.memory_exceeded = True  # the kernel ended a process of the grading: its group's memory was full
+        self._parser.finish()
+        self._abandon()
+        self._result = run
+        return run
+
+    def _stop(self) -> None:
+        """Ask the keeper to end the grading; kill it if it has not within STOP_GRACE."""
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, STOP_GRACE)):
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            except ProcessLookupError:
+                return
+            if _readable(self._pidfd, grace):
+                return
+
+    def _abandon(self) -> None:
+        """Close every descriptor and remove the scratch folder (the keeper, if any, is over or killed)."""
+        if self._result is None and self._pidfd is not None and not self.ended():
+            self._stop()
+            self._reap()
+        for fd in self._ends:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._ends = []
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+class Child(GradingProcess):
+    """A grading in a fresh interpreter: ``python -I -m grader.probe`` is the keeper."""
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        stdin, stdout, stderr, evidence, control, status = descriptors
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "grader.probe", str(evidence), str(control), str(status)],
+            stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=(evidence, control, status),
+            cwd=self._scratch, env=environment, start_new_session=True,
+        )
+        try:
+            return os.pidfd_open(self._proc.pid)
+        except BaseException:
+            self._proc.kill()
+            self._proc.wait()
+            raise
+
+    def _reap(self) -> None:
+        self._proc.wait()
+
+    def _returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def _abandon(self) -> None:
+        super()._abandon()
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            proc.wait()
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000 + 0.999))))
+
+
+def fresh_environment() -> dict:
+    """What a child's environment keeps of the grader's: the locale and OpenBLAS's CPU settings;
+    the search path is the interpreter's folder and the system's, not the grader's own."""
+    env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])
+    return env
+
+
+def _read_status(fd: int) -> dict:
+    """The keeper's one status record: {"status": wait status or None, "ended": ...}, or {}."""
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while len(data) <= MAX_STATUS_BYTES:
+            block = os.read(fd, MAX_STATUS_BYTES)
+            if not block:
+                break
+            data += block
+    except (BlockingIOError, OSError):
+        pass
+    try:
+        record = json.loads(data.decode("utf-8").strip() or "{}")
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    status = record.get("status")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool)):
+        return {}
+    return record
+
+
+def status_returncode(status: int | None) -> int | None:
+    """A wait status as subprocess's returncode: the exit code, or minus the signal number."""
+    if status is None:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return None
+
+
+class ControlChannel:
+    """The parent's end of the control channel: one message, written off the reader's thread
+    (a child that does not read cannot stall the evidence), then closed."""
+
+    def __init__(self, write, close):
+        self._write = write
+        self._close = close
+        self._lock = threading.Lock()
+        self._used = False
+        self._closed = False
+
+    def send(self, data: bytes) -> None:
+        with self._lock:
+            if self._used or self._closed:
+                return
+            self._used = True
+
+        def deliver():
+            try:
+                self._write(data)
+            except (BrokenPipeError, OSError, EOFError, ValueError):
+                pass
+            finally:
+                self.close()
+
+        threading.Thread(target=deliver, daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._close()
+        except (OSError, EOFError, ValueError):
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def child_environment(scratch: str | None = None) -> dict:
+    """Environment variables of a child: quiet TensorFlow, and every home or cache in its scratch folder."""
+    env = dict(CHILD_ENV)
+    if scratch is not None:
+        for name in ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
+            env[name] = scratch
+    return env
+
+
+def make_scratch(job: dict, submission_source: str) -> tuple[str, dict]:
+    """A fresh scratch folder holding the submission's copy, and the job pointing at it."""
+    scratch = tempfile.mkdtemp(prefix="grade-scratch-")
+    submission = Path(scratch) / "submission.py"
+    try:
+        submission.write_text(submission_source, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return scratch, dict(job, submission=str(submission))
+
+
+def end_run(run: ChildRun, started: float, returncode: int | None, stdout: str, stderr: str) -> ChildRun:
+    """Fill in what the parent learnt after the child ended."""
+    run.seconds = time.perf_counter() - started
+    run.returncode = returncode
+    if returncode is not None and returncode < 0:
+        run.signal_name = signal_name(-returncode)
+    run.stdout = stdout
+    run.stderr = stderr
+    run.memory_exceeded = looks_out_of_memory(stderr)
+    return run
+
+
+def signal_name(number: int) -> str:
+    """SIGKILL, SIGRTMIN+3, ... — any signal number, real-time ones included."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        if signal.SIGRTMIN <= number <= signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return f"signal {number}"
+
+
+def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None) -> ChildRun:
+    """Run ``grader.probe`` on ``submission_source`` (the text of the student's code)."""
+    return Child(job, submission_source, timeout, memory_mb, respond).wait()
+
+
+def _read_records(fd: int, parser: "RecordParser") -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            block = pipe.read(1 << 16)
+            if not block:
+                return
+            parser.feed(block)
+
+
+def _read_capped(fd: int, chunks: list[bytes], cap: int) -> None:
+    """Read until EOF, keeping the first ``cap`` bytes and discarding the rest,
+    so a flood of output costs the child time but never the parent memory."""
+    total = 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            block = pipe.read(1 << 16)
+            if not block:
+                return
+            if total < cap:
+                chunks.append(block[: cap - total])
+            total += len(block)
+            if total > cap and len(chunks) and chunks[-1] is not _CUT:
+                chunks.append(_CUT)
+
+
+_CUT = b"\n[... output cut ...]\n"
+
+
+def _text(chunks: list[bytes]) -> str:
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    return text.replace("\x00", "")
+
+
+# What Python, NumPy, TensorFlow and the C++ runtime say when an allocation fails.
+OUT_OF_MEMORY_MARKERS = ("MemoryError", "Unable to allocate", "ResourceExhaustedError", "OOM when allocating",
+                         "bad_alloc", "Cannot allocate memory")
+
+
+def looks_out_of_memory(text: str) -> bool:
+    return any(marker in text for marker in OUT_OF_MEMORY_MARKERS)
+
+
+class RecordParser:
+    """Reads evidence records as they arrive, strictly: a record that does not parse, an
+    unknown record or a phase reported twice makes the whole stream untrusted, and nothing
+    after it is read. ``respond(record)`` sees each good record; what it returns is sent
+    down the control channel."""
+
+    def __init__(self, run: ChildRun, respond=None, control: "ControlChannel | None" = None):
+        self.run = run
+        self._respond = respond
+        self._control = control
+        self._buffer = bytearray()
+        self._total = 0
+        self._tokens = 0
+        self._lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self._lock:
+            if self.run.protocol_error:
+                return
+            self._total += len(data)
+            if self._total > MAX_EVIDENCE_BYTES:
+                self._fail("the grading process sent more evidence than the grader accepts")
+                return
+            self._buffer.extend(data)
+            while not self.run.protocol_error:
+                end = self._buffer.find(b"\n")
+                if end < 0:
+                    break
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                if line.strip():
+                    self._line(line)
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._buffer.strip() and not self.run.protocol_error:
+                self._line(bytes(self._buffer))
+            self._buffer.clear()
+
+    def _fail(self, why: str) -> None:
+        self.run.protocol_error = why
+        self._buffer.clear()
+        if self._control is not None:
+            self._control.close()  # a child waiting for its secrets learns there are none
+
+    def _line(self, line: bytes) -> None:
+        run = self.run
+        self._tokens += wire.tokens(line)
+        if self._tokens > MAX_EVIDENCE_TOKENS:
+            self._fail("the grading process sent more evidence than the grader accepts")
+            return
+        try:
+            record = wire.loads(line)
+        except wire.WireError as exc:
+            self._fail(f"the grading process sent data that is not valid evidence ({exc})")
+            return
+        if not isinstance(record, dict):
+            self._fail("the grading process sent data that is not valid evidence")
+            return
+        event, phase = record.get("event"), record.get("phase")
+        if event == "start" and isinstance(phase, str):
+            run.started.append(phase)
+        elif event == "end" and isinstance(phase, str):
+            if phase in run.phases:
+                self._fail(f"phase {phase!r} was reported twice")
+                return
+            problem = records.problem(record)
+            if problem:
+                self._fail(f"the record of phase {phase!r} is malformed ({problem})")
+                return
+            run.phases[phase] = record
+        elif event == "done":
+            run.finished = True
+        else:
+            self._fail("the grading process sent an unknown record")
+            return
+        if self._respond is not None:
+            answer = self._respond(record)
+            if self._control is not None and answer is not None:
+                self._control.send(answer)

@@ -1,0 +1,1 @@
+"""The student's tools: the workspace ``grade init`` writes, hints, and the progress a machine remembers."""
