@@ -55,8 +55,7 @@ def floor_seconds() -> float:
     from grader.sandbox.process import run_child
 
     exercise = exercises.get("exercise3")
-    job = dict(inputs.public_job(exercise), exercise=exercise.id, class_name=exercise.target, kind=exercise.kind,
-               memory_mb=4096)
+    job = inputs.child_job(exercise, 4096)
 
     def respond(record):  # the secret part of the job, as the grader sends it
         if record.get("event") == "end" and record.get("phase") == "variables" and record.get("ok"):

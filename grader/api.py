@@ -36,7 +36,7 @@ class Settings:
 
 
 def _default_judges():
-    from .judge import shared_judges
+    from .judge.client import shared_judges
 
     return shared_judges()
 
@@ -91,15 +91,8 @@ class Grading:
         if self.early_error:
             return  # found without running anything: no child, no TensorFlow
         try:
-            self.job = dict(
-                inputs.public_job(self.exercise),
-                cells=[list(cell) for cell in self.source.cells],
-                exercise=self.exercise.id,
-                class_name=self.exercise.target,
-                kind=self.exercise.kind,
-                memory_mb=settings.memory_mb,
-                private=[*settings.private, str(self.path.parent)],
-            )
+            self.job = inputs.child_job(self.exercise, settings.memory_mb, cells=self.source.cells,
+                                        private=[*settings.private, str(self.path.parent)])
             self._judges()  # the judge server starts while the child imports TensorFlow
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's
@@ -228,7 +221,8 @@ class Grading:
         if problem:  # nothing to judge
             self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
             return
-        from .judge import JudgeFailed, protocol
+        from .judge import protocol
+        from .judge.client import JudgeFailed
 
         request = protocol.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
         try:

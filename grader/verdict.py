@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The form of the JSON verdict (``Verdict.to_json``): a field added keeps it, a field changed or
+# removed moves it on, so that a tool reading verdicts knows which form it reads.
+VERDICT_VERSION = 1
+
 TOPICS = ("api", "weights", "gradients", "config", "mask", "forward")
 CHECK_STATUSES = ("passed", "failed", "error", "timeout", "skipped")
 
@@ -51,6 +55,7 @@ class Verdict:
 
     def to_json(self) -> dict:
         return {
+            "version": VERDICT_VERSION,
             "exercise": self.exercise,
             "submission": self.submission,
             "status": self.status,

@@ -19,7 +19,7 @@ instructions and ``grade hint exercise5`` gives hints one at a time.
 import keras
 from keras import layers
 
-# BEGIN PROVIDED LAYERS (made by python -m grader.exercises.stubs from exercises 1 and 3; do not edit)
+# BEGIN PROVIDED LAYERS (made by python -m tools.generate from exercises 1 and 3; do not edit)
 
 
 @keras.saving.register_keras_serializable(package="transformer_exercises")

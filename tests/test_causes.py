@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader.causes import root_causes, told_once
-from grader.integrations.notebook import topic_report
+from grader.notebook import topic_report
 from grader.integrations.platforms import gradescope_results, prairielearn_results
 from grader.verdict import CheckResult, summarise
 

@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from grader import cli, exercises, extras
-from grader.exercises import stubs
+from tools import generate
 
 ROOT = exercises.PROJECT_ROOT
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -148,8 +148,8 @@ def test_from_a_wheel_the_install_line_names_the_package(no_nbgrader, monkeypatc
 
 
 def test_regenerating_the_stubs_without_the_extra_says_what_to_install(no_nbgrader, capsys):
-    assert stubs.main(["--check"]) == 2
-    assert "python -m grader.exercises.stubs needs the instructor tools" in capsys.readouterr().err
+    assert generate.main(["--check"]) == 2
+    assert "python -m tools.generate needs the instructor tools" in capsys.readouterr().err
 
 
 def test_with_the_extra_nothing_is_missing():

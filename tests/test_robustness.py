@@ -142,7 +142,7 @@ GOOD_RUN = ChildRun(phases={"runtime": RUNTIME, "load": LOAD}, started=["runtime
 
 
 def test_a_judge_past_its_time_is_killed_and_its_submission_alone_is_an_error(tmp_path):
-    from grader.judge import Judges
+    from grader.judge.client import Judges
 
     judges = Judges(grace=0.0)
     try:
@@ -156,7 +156,7 @@ def test_a_judge_past_its_time_is_killed_and_its_submission_alone_is_an_error(tm
 
 
 def test_a_judge_out_of_memory_gives_an_error_verdict_not_a_score(tmp_path):
-    from grader.judge import Judges
+    from grader.judge.client import Judges
 
     judges = Judges(memory_mb=64)  # less than the judge server itself has mapped: every allocation fails
     try:

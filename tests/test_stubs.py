@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from grader import exercises
-from grader.exercises.stubs import MarkerError, main, make_stub
+from grader.exercises.stubs import MarkerError, make_stub
+from tools.generate import main
 
 
 @pytest.mark.parametrize("exercise", exercises.EXERCISES.values(), ids=lambda e: e.id)
 def test_committed_stub_matches_its_solution(exercise):
     expected = make_stub(exercise.solution.read_text(encoding="utf-8"))
-    assert exercise.stub.read_text(encoding="utf-8") == expected, "run: python -m grader.exercises.stubs"
+    assert exercise.stub.read_text(encoding="utf-8") == expected, "run: python -m tools.generate"
 
 
 def test_check_mode_reports_no_drift(capsys):

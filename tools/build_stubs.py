@@ -5,7 +5,7 @@ pyproject.toml maps that folder into the package as ``grader._exercises``. Someo
 exercises in a clone and then builds a wheel (or an sdist) would hand out the answers. These two
 setuptools commands, named in pyproject.toml's ``[tool.setuptools] cmdclass``, write every
 exercise file of the build from its solution instead (``grader.exercises.stubs.fresh_stub``, the same
-generator ``python -m grader.exercises.stubs`` uses), and say which working copies they left out.
+generator ``python -m tools.generate`` uses), and say which working copies they left out.
 
 An editable install (``pip install -e .``) builds nothing: it keeps reading ``exercises/``, where
 the student works.

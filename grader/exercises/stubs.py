@@ -9,16 +9,12 @@ replaced, at its indentation, by the stub nbgrader itself writes
 (``# YOUR CODE HERE`` / ``raise NotImplementedError()``); signatures,
 docstrings and everything outside the markers are kept.
 
-    python -m grader.exercises.stubs          # rewrite exercises/*.py and solutions/nbgrader/ from solutions/*.py
-    python -m grader.exercises.stubs --check  # exit 1 if a committed stub has drifted
+The developer command that writes them into the repository is ``python -m tools.generate``.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
-from pathlib import Path
 
 from .. import exercises
 
@@ -30,7 +26,6 @@ STUB_LINES = ("# YOUR CODE HERE", "raise NotImplementedError()")
 PROVIDED_BEGIN = "# BEGIN PROVIDED LAYERS"
 PROVIDED_END = "# END PROVIDED LAYERS"
 # exercise -> the exercises whose reference layers its solution carries
-PROVIDED = {"exercise5": ("exercise1", "exercise3")}
 REGISTER = '@keras.saving.register_keras_serializable(package="transformer_exercises")'
 
 
@@ -90,8 +85,8 @@ def with_provided_layers(solution: str, sources: list[str]) -> str:
 def expected_solution(exercise) -> str:
     """The solution as it must read: its provided layers up to date."""
     text = exercise.solution.read_text(encoding="utf-8")
-    if exercise.id in PROVIDED:
-        sources = [exercises.get(i).solution.read_text(encoding="utf-8") for i in PROVIDED[exercise.id]]
+    if exercise.provided:
+        sources = [exercises.get(i).solution.read_text(encoding="utf-8") for i in exercise.provided]
         text = with_provided_layers(text, sources)
     return text
 
@@ -113,72 +108,3 @@ def edited_stubs() -> list:
         if current != fresh_stub(exercise):
             edited.append(exercise)
     return edited
-
-
-COURSE = exercises.PROJECT_ROOT / "solutions" / "nbgrader"
-
-
-def _course(check: bool) -> list[str]:
-    """Keep the committed nbgrader course (solutions/nbgrader) equal to what
-    ``grade nbgrader-course`` writes; return the drifted files when checking."""
-    import tempfile
-
-    from ..integrations.course import write_course
-
-    with tempfile.TemporaryDirectory() as scratch:
-        fresh = {p.relative_to(scratch): p.read_bytes() for p in write_course(Path(scratch))}
-    drifted = []
-    for relative, data in fresh.items():
-        target = COURSE / relative
-        if target.exists() and target.read_bytes() == data:
-            continue
-        if check:
-            drifted.append(str(target))
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            print(f"wrote {target}")
-    return drifted
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.exercises.stubs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="report drifted stubs instead of rewriting them")
-    args = parser.parse_args(argv)
-    if exercises.INSTALLED_FROM_WHEEL:
-        print("python -m grader.exercises.stubs keeps a clone of the repository in step with its solutions; "
-              f"this is an installed package ({exercises.PACKAGE_DIR}), whose files it leaves alone.")
-        return 2
-    from ..extras import missing_instructor_tools
-
-    why = missing_instructor_tools("python -m grader.exercises.stubs")  # it writes the nbgrader course too
-    if why:
-        print(why, file=sys.stderr)
-        return 2
-    drifted = []
-    for exercise in exercises.EXERCISES.values():
-        solution = expected_solution(exercise)
-        if solution != exercise.solution.read_text(encoding="utf-8"):
-            if args.check:
-                drifted.append(str(exercise.solution))
-            else:
-                exercise.solution.write_text(solution, encoding="utf-8")
-                print(f"wrote {exercise.solution}")
-        stub = make_stub(solution)
-        current = exercise.stub.read_text(encoding="utf-8") if exercise.stub.exists() else None
-        if current == stub:
-            continue
-        if args.check:
-            drifted.append(str(exercise.stub))
-        else:
-            exercise.stub.write_text(stub, encoding="utf-8")
-            print(f"wrote {exercise.stub}")
-    drifted += _course(args.check)
-    if drifted:
-        print("out of date with the solutions (run python -m grader.exercises.stubs):", *drifted, sep="\n  ")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

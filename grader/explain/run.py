@@ -24,7 +24,8 @@ from ..protocol import confinement
 from .. import exercises
 from .claims import Claim, RecordError, all_claims, validate_seed, validate_structure
 from ..api import Settings, grade
-from ..protocol.job import CLASSIFIER_DIMS
+from ..exercises.exercise5.job import DIMS as CLASSIFIER_DIMS
+from ..protocol.job import child_job
 from ..sandbox.process import Child, ChildRun
 from ..submission import SubmissionError, read_submission
 from ..verdict import EXIT_ERROR, EXIT_PASSED, Verdict
@@ -150,18 +151,14 @@ def choose_subject(verdict: Verdict) -> tuple[str, str]:
 def _experiment(exercise, path: Path, subject: str, reason: str, student_source: str | None, settings: Settings,
                 plan: Plan, seed: int, say, context: dict) -> Explanation:
     subject_source = student_source if subject == "student" else exercise.solution.read_text(encoding="utf-8")
-    job = {
-        "exercise": exercise.id,
-        "probe": "grader.explain.probe",
-        "class_name": exercise.target,
-        "kind": exercise.kind,
-        "constructor_arguments": plan.encoder_dims,
-        "memory_mb": settings.memory_mb,
-        "experiment": plan.experiment(seed),
-        "embedding_source": exercises.get("exercise1").solution.read_text(encoding="utf-8"),
+    job = child_job(
+        exercise, settings.memory_mb, probe="grader.explain.probe",
+        public={"constructor_arguments": plan.encoder_dims},
+        experiment=plan.experiment(seed),
+        embedding_source=exercises.get("exercise1").solution.read_text(encoding="utf-8"),
         # the student's encoder, only to observe how it applies its norms (after the experiments)
-        "student_source": student_source if subject == "reference" else None,
-    }
+        student_source=student_source if subject == "reference" else None,
+    )
     say(f"Running the experiments on the {'reference' if subject == 'reference' else 'your'} encoder "
         f"({plan.seeds} seeds x 2 variants x {plan.steps} steps) …")
 

@@ -43,6 +43,7 @@ from ..sandbox import forkserver
 from ..api import Grading, Settings, max_points
 from ..sandbox.process import GradingProcess
 from ..verdict import error_verdict
+from .results import cell, printable
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
@@ -256,19 +257,6 @@ def _add(found: Discovery, submission: Submission, inside: Path) -> None:
 MAX_ID = 100
 
 
-def _text(value: str) -> str:
-    """A file name that is not UTF-8 (Python keeps its bytes as surrogates), with those bytes escaped."""
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if isinstance(value, str) \
-        else value
-
-
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def cell(text: str) -> str:
-    """A CSV cell a spreadsheet shows as the text it is: one that would start a formula (= + - @,
-    or a tab or carriage return before one) gets a leading apostrophe, as spreadsheets write it."""
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def _identify(path: Path, base: Path) -> str:
@@ -317,7 +305,7 @@ class Workers:
         # Start importing TensorFlow in the worker now, and meanwhile the judge server's own
         # imports (pytest, the checks), which the first result would otherwise wait for.
         self.server = forkserver.ForkServer(ready_seconds, fork_seconds)
-        from ..judge import shared_judges
+        from ..judge.client import shared_judges
 
         shared_judges()
 
@@ -425,7 +413,7 @@ class Outputs:
             lines = (self.folder / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise ResultsFolderError(f"{self.folder} holds no earlier results to add to") from None
-        by_id = {cell(_text(json.loads(line)["id"])): line for line in lines if line.strip()}  # as the CSV has it
+        by_id = {cell(printable(json.loads(line)["id"])): line for line in lines if line.strip()}  # as the CSV has it
         return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
     def write(self, result: Result, gradescope_file: bool = True) -> None:
@@ -440,8 +428,8 @@ class Outputs:
                       graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual)
         line = json.dumps(record)  # ASCII: a file name that is not UTF-8 is escaped, not an error
-        row = [cell(_text(result.submission.id)), verdict.status, verdict.score, verdict.max_score,
-               f"{result.seconds:.2f}", cell(_text(verdict.submission)), f"{manual:g}"]
+        row = [cell(printable(result.submission.id)), verdict.status, verdict.score, verdict.max_score,
+               f"{result.seconds:.2f}", cell(printable(verdict.submission)), f"{manual:g}"]
         if gradescope_file:
             folder = self.folder / "gradescope" / result.submission.id
             folder.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ steps), the answer cell (the solution with nbgrader's markers, which
 ``nbgrader generate_assignment`` turns into the stub), a read-only cell of
 plain asserts to check the basics, and one locked, graded test cell per topic
 whose points are the checks' points. The hidden part of each test cell calls
-``grader.integrations.notebook.assert_topic``, which only the grading machine needs and
+``grader.notebook.assert_topic``, which only the grading machine needs and
 which ends the cell with the points the topic earned, so nbgrader gives
 partial credit and a notebook's autograded cells add up to ``grade``'s score.
 Exercise 3 adds a manually graded written answer to the seed's question, with
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import exercises
-from ..exercises.stubs import PROVIDED, PROVIDED_BEGIN, expected_solution
+from ..exercises.stubs import PROVIDED_BEGIN, expected_solution
 
 if TYPE_CHECKING:
     import nbformat
@@ -113,90 +113,19 @@ logging.getLogger("AutogradeApp").addFilter(ReleasedTestCells(Path(__file__).res
 warnings.filterwarnings("ignore", message=r".*not in session, .* operation along .* will not proceed")
 '''
 
-VISIBLE_TESTS = {
-    "exercise1": '''\
-import numpy as np
-
-layer = PositionalEmbedding(10, 50, 8)
-tokens = np.array([[3, 7, 2, 0, 0], [5, 1, 4, 9, 8]], dtype="int32")
-output = layer(tokens)
-assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output.shape)}"
-mask = layer.compute_mask(tokens)
-assert mask is not None and tuple(mask.shape) == (2, 5), "compute_mask should return a (batch, seq) mask"
-''',
-    "exercise2": '''\
-import numpy as np
-
-layer = SelfAttentionBlock(8, 2)
-output = layer(np.zeros((2, 5, 8), dtype="float32"))
-assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output.shape)}"
-''',
-    "exercise3": '''\
-import numpy as np
-
-layer = TransformerEncoder(8, 16, 2)
-output = layer(np.zeros((2, 5, 8), dtype="float32"))
-assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output.shape)}"
-''',
-    "exercise4": '''\
-import numpy as np
-
-layer = TransformerDecoder(8, 16, 2)
-output = layer(np.zeros((2, 4, 8), dtype="float32"), np.zeros((2, 6, 8), dtype="float32"))
-assert tuple(output.shape) == (2, 4, 8), f"expected (2, 4, 8), got {tuple(output.shape)}"
-''',
-    "exercise5": '''\
-model = build_classifier(40, 12, 16, 32, 2)
-assert model.output_shape == (None, 1), f"expected (None, 1), got {model.output_shape}"
-''',
-}
 
 
-@dataclass(frozen=True)
-class WrittenAnswer:
-    """A manually graded answer: in the nbgrader notebook only, scored by hand in formgrader."""
-
-    grade_id: str
-    points: float
-    question: str
-    model_answer_file: str  # in the solutions folder, which no grading can read
-
-    @property
-    def model_answer(self) -> str:
-        from ..exercises import SOLUTIONS_DIR
-
-        return (SOLUTIONS_DIR / self.model_answer_file).read_text(encoding="utf-8")
-
-
-WRITTEN_ANSWERS = {
-    "exercise3": WrittenAnswer(
-        grade_id="exercise3-why-two-norms",
-        points=2.0,
-        question="""\
-## A written answer (graded by hand)
-
-The encoder creates two `LayerNormalization` layers with identical arguments. Why
-not create one and call it twice? Answer in a few sentences in the cell below.
-
-If your course gives you the `grade` command, `grade explain exercise3 --submission
-exercise3.ipynb` backs an answer with measurements: it trains a small classifier around
-your encoder with two norms and with one shared norm, and reports for each claim whether
-the numbers support it.
-""",
-        model_answer_file="exercise3_written.md",
-    ),
-}
 
 
 def manual_points(exercise_id: str) -> float:
     """Points of the exercise's manually graded answers: in nbgrader's total, in no autograded score."""
-    answer = WRITTEN_ANSWERS.get(exercise_id)
+    answer = exercises.get(exercise_id).notebook.written_answer
     return answer.points if answer else 0.0
 
 
 def manual_note(exercise_id: str) -> str | None:
     """One sentence saying how nbgrader's total differs from the autograded score, or None."""
-    answer = WRITTEN_ANSWERS.get(exercise_id)
+    answer = exercises.get(exercise_id).notebook.written_answer
     if answer is None:
         return None
     autograded = sum(exercises.get(exercise_id).topic_points().values())
@@ -214,14 +143,6 @@ class InstructionsError(ValueError):
 
 WORKSPACE_ONLY = re.compile(r"`grade[ `]|exercises/|python -m|\bgrade (hint|list|init|exercise)")
 # Sentences of the instructions that speak of the .py workspace, and what a notebook student reads instead.
-NOTEBOOK_WORDING = {
-    "exercise3": [("Write down your answer;", "Write your answer in the cell at the end of this notebook;"),
-                  ("Then test your answer by measurement: `grade explain exercise3` (add\n"
-                   "`--submission exercise3.ipynb` for a notebook) trains",
-                   "If your course gives you the grader's command line, its explain command, run on this\n"
-                   "notebook, tests your answer by measurement: it trains")],
-    "exercise5": [("The file provides reference versions", "The answer cell provides reference versions")],
-}
 HOW_IT_WORKS = """\
 ## How this notebook works
 
@@ -247,13 +168,14 @@ def notebook_instructions(exercise) -> str:
     if not title.startswith("# ") or "`exercises/" not in workspace:
         raise InstructionsError(f"{exercise.instructions}: expected a title, then a paragraph on editing "
                                 f"exercises/{exercise.id}.py")
-    for old, new in NOTEBOOK_WORDING.get(exercise.id, []):
+    for old, new in exercise.notebook.wording:
         if old not in body:
-            raise InstructionsError(f"{exercise.instructions} no longer says {old!r}: update NOTEBOOK_WORDING")
+            raise InstructionsError(f"{exercise.instructions} no longer says {old!r}: update the notebook's "
+                                    f"wording in grader/exercises/{exercise.id}/spec.py")
         body = body.replace(old, new)
     what = "your model" if exercise.kind == "function" else "your layer"
     how = HOW_IT_WORKS.format(what=what)
-    answer = WRITTEN_ANSWERS.get(exercise.id)
+    answer = exercise.notebook.written_answer
     if answer is not None:
         autograded = sum(exercise.topic_points().values())
         how += (f"5. **The written answer** at the end is worth {answer.points:g} points, graded by hand; "
@@ -271,7 +193,8 @@ def notebook_instructions(exercise) -> str:
     found = WORKSPACE_ONLY.search(result)
     if found:
         raise InstructionsError(f"{exercise.instructions} speaks of the command line ({found.group(0)!r}), "
-                                "which notebook students do not have: reword it or add it to NOTEBOOK_WORDING")
+                                "which notebook students do not have: reword it or add it to the notebook's wording in "
+                                f"grader/exercises/{exercise.id}/spec.py")
     return result
 
 
@@ -295,8 +218,8 @@ def notebook_answer(exercise) -> str:
     first = tree.body[0] if tree.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         source = "".join(source.splitlines(keepends=True)[first.end_lineno:])
-    if exercise.id in PROVIDED:
-        earlier = " and ".join(PROVIDED[exercise.id])
+    if exercise.provided:
+        earlier = " and ".join(exercise.provided)
         source = re.sub(rf"^{re.escape(PROVIDED_BEGIN)}.*$",
                         f"{PROVIDED_BEGIN}: the reference layers of {earlier}, ready to use (do not edit)",
                         source, count=1, flags=re.MULTILINE)
@@ -328,7 +251,7 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
         nbformat.v4.new_code_cell(
             "# Check your work: run this cell after your answer cell. These plain asserts check the\n"
             "# basics; the test cells below grade everything when your notebook is graded.\n"
-            f"{VISIBLE_TESTS[exercise.id]}"
+            f"{exercise.notebook.visible_test}"
             'print("The basic checks passed.")',
             metadata=_nbgrader(f"{exercise.id}-check", solution=False, grade=False, locked=True),
         ),
@@ -338,14 +261,14 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
             f"# Tests: {topic} ({points:g} points). The hidden tests of this topic run here when your\n"
             "# notebook is graded: leave this cell as it is.\n"
             "### BEGIN HIDDEN TESTS\n"
-            "from grader.integrations.notebook import assert_topic\n"
+            "from grader.notebook import assert_topic\n"
             f'assert_topic("{exercise.id}", "{topic}")\n'
             "### END HIDDEN TESTS"
         )
         cells.append(nbformat.v4.new_code_cell(
             source, metadata=_nbgrader(f"{exercise.id}-{topic}", solution=False, grade=True, locked=True,
                                        points=points)))
-    answer = WRITTEN_ANSWERS.get(exercise.id)
+    answer = exercise.notebook.written_answer
     if answer is not None:
         cells.append(nbformat.v4.new_markdown_cell(answer.question.rstrip("\n")))
         cells.append(nbformat.v4.new_markdown_cell(
@@ -396,7 +319,7 @@ def release_notes(exercise_ids: list[str] | None = None) -> list[str]:
     chosen = exercise_ids or list(exercises.EXERCISES)
     return [f"Release {later} only after {' and '.join(earlier)} are due: its answer cell carries their "
             f"reference layers (their full solutions)."
-            for later, earlier in PROVIDED.items() if later in chosen]
+            for later, earlier in ((e, exercises.get(e).provided) for e in chosen) if earlier]
 
 
 class CourseError(Exception):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import exercises
-from .notebook import topic_report
+from ..notebook import topic_report
 
 
 class CellCannotBeScored(Exception):

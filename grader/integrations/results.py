@@ -14,6 +14,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+MANIFEST = "run.json"  # written by a run that finished (``grader.integrations.shards``)
+
+
+def printable(value: str) -> str:
+    """A file name that is not UTF-8 (Python keeps its bytes as surrogates), with those bytes escaped."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if isinstance(value, str) \
+        else value
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as the text it is: one that would start a formula (= + - @,
+    or a tab or carriage return before one) gets a leading apostrophe, as spreadsheets write it."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 class ResultsError(ValueError):
     """A folder that is not results of ``grade batch``; the message says what is wrong."""
 
@@ -27,9 +45,6 @@ class ClassResults:
 
 
 def read_results(folder: Path) -> ClassResults:
-    from .batch import _text, cell
-    from .shards import MANIFEST
-
     folder = Path(folder)
     if not folder.is_dir():
         raise ResultsError(f"{folder} is not a folder" if folder.exists() else f"{folder} does not exist")
@@ -49,7 +64,7 @@ def read_results(folder: Path) -> ClassResults:
         record.setdefault("checks", [])
         verdicts.append(record)
     verdicts.sort(key=lambda record: record["id"])
-    by_cell = {cell(_text(record["id"])): record["id"] for record in verdicts}
+    by_cell = {cell(printable(record["id"])): record["id"] for record in verdicts}
     seconds = {}
     try:
         with open(folder / "summary.csv", encoding="utf-8", newline="") as handle:

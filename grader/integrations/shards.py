@@ -21,7 +21,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-MANIFEST = "run.json"
+from .results import MANIFEST, cell, printable
+
 MANIFEST_FORMAT = 1
 # What two shards must agree on to be one run: a difference in any of them changes a verdict
 # or a results file.
@@ -186,7 +187,6 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
 def merge(folders: list[Path], out: Path) -> dict:
     """Write into ``out`` (already prepared: new, empty or cleared) the results of every shard as
     one run of the whole class; returns the merged manifest."""
-    from .batch import _text, cell
 
     records = check_mergeable(folders)
     lines = sorted((pair for folder in folders for pair in _verdict_lines(folder)), key=lambda pair: pair[0])
@@ -197,7 +197,7 @@ def merge(folders: list[Path], out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdicts.jsonl").write_text("".join(line + "\n" for _, line in lines), encoding="utf-8")
-    order = {cell(_text(identity)): index for index, (identity, _) in enumerate(lines)}
+    order = {cell(printable(identity)): index for index, (identity, _) in enumerate(lines)}
     with open(out / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)

@@ -8,7 +8,7 @@ checks imported once. A judge has an address-space limit and a CPU-time limit
 of its own, and a wall-clock limit the grader enforces by killing it; what it
 sends back is checked before it is read (``client``). A judge that dies,
 overruns or answers nonsense gives its submission an error verdict and costs
-no other submission anything.
+no other submission anything. The grader's side of it is ``client``.
 
 The judge server and its judges run only the grader's code, on data; they are
 hidden from every grading process, as the checks are.
@@ -21,9 +21,3 @@ what was expected and why it matters. This package holds what they share: the
 vocabulary (``framework``), typed evidence, the replay and its budget, the NumPy
 references and the checks every layer exercise uses (``common``).
 """
-
-from .client import JUDGE_MEMORY_MB, JudgeFailed, Judges, JudgeRun, shared_judges
-from .framework import CheckFailed, check, fail
-
-__all__ = ["JUDGE_MEMORY_MB", "CheckFailed", "JudgeFailed", "JudgeRun", "Judges", "check", "fail",
-           "shared_judges"]

@@ -77,6 +77,10 @@ def run_job(job: dict, stream, setup: dict) -> None:
     probe = None
 
     with stream.phase("runtime") as data:
+        from ..protocol.job import JOB_FORMAT
+
+        if job.get("format") != JOB_FORMAT:  # a grader and a child of different versions
+            raise RuntimeError(f"a job of format {job.get('format')!r}; this child reads format {JOB_FORMAT}")
         started = time.perf_counter()
         warnings.simplefilter("default")
         import keras

@@ -6,6 +6,7 @@ child starts with them loaded, but it runs no TensorFlow operation: the runtime
 start-up messages of the worker itself are dropped.
 """
 
+import importlib
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -18,14 +19,12 @@ try:
     import numpy  # noqa: F401
     import tensorflow  # noqa: F401
 
-    from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp
-    from . import describe, evidence_stream, tracing
-    from ..exercises.exercise1 import probe as exercise1
-    from ..exercises.exercise2 import probe as exercise2
-    from ..exercises.exercise3 import probe as exercise3
-    from ..exercises.exercise4 import probe as exercise4
-    from ..exercises.exercise5 import probe as exercise5
-    from . import layer_phases  # noqa: F401
+    from ..exercises import EXERCISES
+    from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
+    from . import describe, evidence_stream, layer_phases, tracing  # noqa: F401
+
+    for _exercise in EXERCISES.values():
+        importlib.import_module(_exercise.probe_module)
 finally:
     os.dup2(_saved_stderr, 2)
     os.close(_saved_stderr)

@@ -32,59 +32,44 @@ def new_seed() -> int:
 
 
 # --------------------------------------------------------------------------- the exercises' jobs
-
-SEQUENCE_DIMS = {
-    "exercise2": {"embed_dim": 8, "num_heads": 2},
-    "exercise3": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2},
-}
-EMBEDDING_DIMS = {"sequence_length": 10, "input_dim": 50, "output_dim": 8}
-DECODER_DIMS = {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}
-CLASSIFIER_DIMS = {"vocab_size": 40, "sequence_length": 12, "embed_dim": 16, "dense_dim": 32, "num_heads": 2}
-BATCH = 3
-SEQUENCE = 6
-TOKENS = 7
-TARGET, SOURCE = 5, 7
-# other (target, source) lengths the decoder must handle: a plain call, and a functional model
-# built on Input(shape=(None, embed_dim)) for both inputs
-DECODER_LENGTHS = {"lengths": (7, 4), "functional": (4, 6)}
-CLASSIFIER_BATCH = 8
+# Each exercise's ``job`` module (``grader/exercises/<id>/job.py``) says its sizes (``public()``)
+# and draws its inputs (``secret(rng, seed)``), with the helpers below.
 
 
 def public_job(exercise) -> dict:
     """What the child may know before the submission loads: sizes, shapes and step counts."""
-    if exercise.id in SEQUENCE_DIMS:
-        dims = SEQUENCE_DIMS[exercise.id]
-        return {"dims": dims, "constructor_arguments": dims, "input_shape": [BATCH, SEQUENCE, dims["embed_dim"]],
-                "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE}
-    if exercise.id == "exercise1":
-        return {"dims": EMBEDDING_DIMS, "constructor_arguments": EMBEDDING_DIMS, "input_shape": [BATCH, TOKENS],
-                "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE}
-    if exercise.id == "exercise4":
-        e = DECODER_DIMS["embed_dim"]
-        return {"dims": DECODER_DIMS, "constructor_arguments": DECODER_DIMS, "input_shape": [BATCH, TARGET, e],
-                "encoder_shape": [BATCH, SOURCE, e], "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE,
-                "lengths": {name: list(pair) for name, pair in DECODER_LENGTHS.items()}}
-    if exercise.id == "exercise5":
-        return {"dims": CLASSIFIER_DIMS, "constructor_arguments": CLASSIFIER_DIMS,
-                "input_shape": [CLASSIFIER_BATCH, CLASSIFIER_DIMS["sequence_length"]], "training_steps": 15}
-    raise KeyError(exercise.id)
+    return exercise.job.public()
+
+
+JOB_FORMAT = 1  # the form of the job below; the child refuses another
+
+
+def child_job(exercise, memory_mb: int, *, public: dict | None = None, cells=(), private=(), probe: str = "",
+              **more) -> dict:
+    """The whole job a grading child starts with, the one place it is put together: the exercise's
+    public part (or ``public`` instead), what the child needs to load and confine the submission,
+    and what a probe of another kind of job (``probe``, a module name) needs besides."""
+    job = dict(exercise.public_job() if public is None else public, format=JOB_FORMAT, exercise=exercise.id,
+               class_name=exercise.target, kind=exercise.kind, memory_mb=int(memory_mb),
+               cells=[list(cell) for cell in cells], private=[str(path) for path in private], **more)
+    if probe:
+        job["probe"] = probe
+    return job
 
 
 def secret_job(exercise, seed: int, build: dict) -> dict:
     """The secret part of the job for this run: the exercise's inputs drawn from ``seed``, and a
     value for every floating-point variable the child reported in ``build``."""
-    rng = np.random.default_rng([seed, 0])
-    public = public_job(exercise)
-    if exercise.id in SEQUENCE_DIMS:
-        secret = _sequence_layer(rng, public["dims"])
-    elif exercise.id == "exercise1":
-        secret = _embedding(rng)
-    elif exercise.id == "exercise4":
-        secret = _decoder(rng)
-    else:
-        secret = _classifier(rng, seed)
+    secret = exercise.job.secret(np.random.default_rng([seed, 0]), seed)
     secret["values"] = draw_values(np.random.default_rng([seed, 1]), build)
     return secret
+
+
+def layer_job(dims: dict, input_shape: list[int], **more) -> dict:
+    """The public job of a layer exercise: its constructor's arguments, the shape of its inputs and
+    a few SGD steps."""
+    return {"dims": dims, "constructor_arguments": dims, "input_shape": input_shape,
+            "optimizer_steps": 3, "learning_rate": SGD_LEARNING_RATE, **more}
 
 
 def padding(rng: np.random.Generator, batch: int, length: int) -> np.ndarray:
@@ -98,58 +83,24 @@ def padding(rng: np.random.Generator, batch: int, length: int) -> np.ndarray:
     return np.arange(length)[None, :] < lengths[:, None]
 
 
-def _normal(rng, shape, scale=1.0):
+def normal(rng, shape, scale=1.0):
     return rng.normal(0.0, scale, size=shape).astype(np.float32)
 
 
-def _perturbed(rng, array, where):
+def perturbed(rng, array, where):
+    """``array`` with the entries at ``where`` drawn again, larger."""
     changed = array.copy()
-    changed[where] = _normal(rng, changed[where].shape, 3.0)
+    changed[where] = normal(rng, changed[where].shape, 3.0)
     return changed
 
 
-def _sequence_layer(rng, dims) -> dict:
-    e = dims["embed_dim"]
-    mask = padding(rng, BATCH, SEQUENCE)
-    x = _normal(rng, (BATCH, SEQUENCE, e))
-    return {"inputs": x, "mask": mask, "inputs_perturbed": _perturbed(rng, x, ~mask),
-            "loss_weights": _normal(rng, x.shape)}
-
-
-def _embedding(rng) -> dict:
-    mask = padding(rng, BATCH, TOKENS)
-    tokens = np.where(mask, rng.integers(1, EMBEDDING_DIMS["input_dim"], size=mask.shape), 0).astype(np.int32)
-    return {"tokens": tokens, "mask": mask,
-            "loss_weights": _normal(rng, (BATCH, TOKENS, EMBEDDING_DIMS["output_dim"]))}
-
-
-def _decoder(rng) -> dict:
-    e = DECODER_DIMS["embed_dim"]
-    secret = {}
-    for name, (target, source) in {"": (TARGET, SOURCE), **DECODER_LENGTHS}.items():
-        prefix = f"{name}_" if name else ""
-        target_mask, source_mask = padding(rng, BATCH, target), padding(rng, BATCH, source)
-        secret[prefix + "inputs"] = _normal(rng, (BATCH, target, e))
-        secret[prefix + "encoder_outputs"] = _normal(rng, (BATCH, source, e))
-        secret[prefix + "target_mask"] = target_mask
-        secret[prefix + "source_mask"] = source_mask
-    future_from = int(rng.integers(1, TARGET))
-    later = np.zeros((BATCH, TARGET), dtype=bool)
-    later[:, future_from:] = True
-    secret["future_from"] = future_from
-    secret["inputs_future_perturbed"] = _perturbed(rng, secret["inputs"], later)
-    secret["encoder_outputs_perturbed"] = _perturbed(rng, secret["encoder_outputs"], ~secret["source_mask"])
-    secret["loss_weights"] = _normal(rng, secret["inputs"].shape)
-    return secret
-
-
-def _classifier(rng, seed: int) -> dict:
-    from ..exercises.tasks import contains_token_task
-
-    d = CLASSIFIER_DIMS
-    tokens, labels = contains_token_task(int(rng.integers(0, 2 ** 31)), vocab_size=d["vocab_size"],
-                                         sequence_length=d["sequence_length"], count=CLASSIFIER_BATCH)
-    return {"tokens": tokens, "labels": labels, "padding_row": _normal(rng, (d["embed_dim"],), 3.0)}
+def sequence_inputs(rng, batch: int, length: int, embed_dim: int) -> dict:
+    """Inputs of a layer over a padded sequence: the sequence, its mask, the sequence changed at its
+    padding, and weights of a loss over the outputs."""
+    mask = padding(rng, batch, length)
+    x = normal(rng, (batch, length, embed_dim))
+    return {"inputs": x, "mask": mask, "inputs_perturbed": perturbed(rng, x, ~mask),
+            "loss_weights": normal(rng, x.shape)}
 
 
 # --------------------------------------------------------------------------- weight values

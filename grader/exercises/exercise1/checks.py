@@ -11,14 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ...judge import check, fail, analysis
+from ...judge import analysis, contract
+from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_all_gradients, assert_config_base, assert_config_own_keys, assert_constructor, assert_from_config,
-    assert_keras_file, assert_matches_reference, assert_output_shape, assert_trainable_shapes, close, config,
+    assert_all_gradients, assert_matches_reference, assert_output_shape, assert_trainable_shapes, close, config,
     config_phase, dims, explain_unverified, forward, gradient_report, identify_by_roles, job, pseudo_steps_of,
     trace_leaves, trainable_keys, values,
 )
 from ...judge.reference import embedding_variants, resolve
+from .job import DIMS
 
 CLASS = "PositionalEmbedding"
 SEE = "forward.sum"
@@ -94,9 +95,7 @@ def layer(plain, job, dims, values):
     return plain
 
 
-@check("api.constructor", "Builds from sequence_length, input_dim and output_dim", "api")
-def check_constructor(evidence, dims):
-    assert_constructor(evidence, CLASS, dims)
+check_constructor = contract.constructor(CLASS, DIMS)
 
 
 @check("api.output_shape", "Returns (batch, seq, output_dim) for (batch, seq) token ids", "api")
@@ -282,21 +281,5 @@ def check_used_rows(evidence, layer, forward, job, dims, values):
         )
 
 
-@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
-def check_config_base(evidence, config):
-    assert_config_base(evidence, config, CLASS)
-
-
-@check("config.own_keys", "get_config holds sequence_length, input_dim and output_dim", "config")
-def check_config_own_keys(config, dims):
-    assert_config_own_keys(config, dims, CLASS)
-
-
-@check("config.from_config", "from_config rebuilds an identical layer", "config")
-def check_from_config(config_phase):
-    assert_from_config(config_phase)
-
-
-@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
-def check_keras_file(evidence):
-    assert_keras_file(evidence)
+(check_config_base, check_config_own_keys, check_from_config,
+ check_keras_file) = contract.config(CLASS, DIMS)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ...judge import check, fail, analysis
+from ...judge import analysis, contract
+from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     ONE_NORM_WHY, assert_deterministic_inference,
-    Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
-    assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
+    Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
@@ -21,6 +21,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     trainable_keys, values, verified_layer,
 )
 from ...judge.reference import attention_block_variants, resolve
+from .job import DIMS
 
 CLASS = "SelfAttentionBlock"
 SEE = "forward.residual_norm"
@@ -62,9 +63,7 @@ def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
 
 
-@check("api.constructor", "Builds from embed_dim and num_heads", "api")
-def check_constructor(evidence, dims):
-    assert_constructor(evidence, CLASS, dims)
+check_constructor = contract.constructor(CLASS, DIMS)
 
 
 @check("api.output_shape", "Returns a tensor shaped like its input", "api")
@@ -94,24 +93,8 @@ def check_all_gradients(evidence, layer, forward, structure, job):
     assert_all_gradients(report, key_biases(structure), "10 trainable variables.")
 
 
-@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
-def check_config_base(evidence, config):
-    assert_config_base(evidence, config, CLASS)
-
-
-@check("config.own_keys", "get_config holds embed_dim and num_heads", "config")
-def check_config_own_keys(config, dims):
-    assert_config_own_keys(config, dims, CLASS)
-
-
-@check("config.from_config", "from_config rebuilds an identical layer", "config")
-def check_from_config(config_phase):
-    assert_from_config(config_phase)
-
-
-@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
-def check_keras_file(evidence):
-    assert_keras_file(evidence)
+(check_config_base, check_config_own_keys, check_from_config,
+ check_keras_file) = contract.config(CLASS, DIMS)
 
 
 def _masked(evidence, job, check_id, phase="mask", key="inputs"):

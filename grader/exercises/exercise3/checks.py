@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ...judge import check, fail, analysis
+from ...judge import analysis, contract
+from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_deterministic_inference,
-    Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
-    assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_mask_propagates,
+    Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
     attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
@@ -26,7 +26,9 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
 )
 from ...judge.reference import encoder_variants
+from .job import DIMS
 
+CLASS = "TransformerEncoder"
 NORM_POSITIONS = "one after the attention residual, one after the feed-forward residual"
 POST_NORM = (
     "norm2(h + ffn(h)) with h = norm1(x + attention(x, x)) and "
@@ -85,9 +87,7 @@ def structure(evidence, plain):
 # --------------------------------------------------------------------------- api
 
 
-@check("api.constructor", "Builds from embed_dim, dense_dim and num_heads", "api")
-def check_constructor(evidence, dims):
-    assert_constructor(evidence, "TransformerEncoder", dims)
+check_constructor = contract.constructor(CLASS, DIMS)
 
 
 @check("api.output_shape", "Returns a tensor shaped like its input", "api")
@@ -147,24 +147,8 @@ def check_norms_diverge(evidence, layer, structure, job):
 # --------------------------------------------------------------------------- config
 
 
-@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
-def check_config_base(evidence, config):
-    assert_config_base(evidence, config, "TransformerEncoder")
-
-
-@check("config.own_keys", "get_config holds embed_dim, dense_dim and num_heads", "config")
-def check_config_own_keys(config, dims):
-    assert_config_own_keys(config, dims, "TransformerEncoder")
-
-
-@check("config.from_config", "from_config rebuilds an identical layer", "config")
-def check_from_config(config_phase):
-    assert_from_config(config_phase)
-
-
-@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
-def check_keras_file(evidence):
-    assert_keras_file(evidence)
+(check_config_base, check_config_own_keys, check_from_config,
+ check_keras_file) = contract.config(CLASS, DIMS)
 
 
 # --------------------------------------------------------------------------- mask

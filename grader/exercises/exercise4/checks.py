@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ...judge import check, fail, analysis
+from ...judge import analysis, contract
+from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_deterministic_inference,
-    Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_config_base, assert_config_own_keys,
-    assert_constructor, assert_distinct_norms, assert_from_config, assert_keras_file, assert_masks_keys,
+    Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
@@ -24,6 +24,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
 from ...judge.reference import decoder_variants, resolve
+from .job import DIMS
 
 CLASS = "TransformerDecoder"
 SEE = "forward.decoder"
@@ -121,9 +122,7 @@ def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
 
 
-@check("api.constructor", "Builds from embed_dim, dense_dim and num_heads", "api")
-def check_constructor(evidence, dims):
-    assert_constructor(evidence, CLASS, dims)
+check_constructor = contract.constructor(CLASS, DIMS)
 
 
 @check("api.output_shape", "Returns (batch, target_len, embed_dim)", "api")
@@ -167,24 +166,8 @@ def check_norm_gradients_differ(evidence, layer, forward, structure, job):
     assert_norm_gradients_differ(gradient_report(evidence, layer, forward, job["loss_weights"]), structure, 3)
 
 
-@check("config.base_keys", "get_config keeps the base config and is JSON-serialisable", "config")
-def check_config_base(evidence, config):
-    assert_config_base(evidence, config, CLASS)
-
-
-@check("config.own_keys", "get_config holds embed_dim, dense_dim and num_heads", "config")
-def check_config_own_keys(config, dims):
-    assert_config_own_keys(config, dims, CLASS)
-
-
-@check("config.from_config", "from_config rebuilds an identical layer", "config")
-def check_from_config(config_phase):
-    assert_from_config(config_phase)
-
-
-@check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
-def check_keras_file(evidence):
-    assert_keras_file(evidence)
+(check_config_base, check_config_own_keys, check_from_config,
+ check_keras_file) = contract.config(CLASS, DIMS)
 
 
 # --------------------------------------------------------------------------- masks

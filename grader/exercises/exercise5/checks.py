@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ...judge import check, fail, analysis
+from ...judge import analysis
+from ...judge.framework import check, fail
 from ...judge.common import dims  # noqa: F401  (fixtures are used by name)
 from ...judge.common import assert_deterministic_inference, assert_masks_keys, effective_mask, whole_job
 from ...judge.ops import binary_crossentropy

@@ -27,7 +27,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .. import exercises
+from . import exercises
 
 _VERDICTS: dict[tuple[str, str], object] = {}
 
@@ -49,7 +49,7 @@ def graded_source(exercise_id: str, target: str) -> "str | Path":
     """What ``grade`` would grade for this notebook: the notebook file nbgrader executes (it runs
     the kernel in the notebook's folder), else the cells the kernel executed up to the last that
     defines ``target``."""
-    from ..submission import SubmissionError, read_submission
+    from .submission import SubmissionError, read_submission
 
     here = Path.cwd()
     candidates = [here / f"{exercise_id}.ipynb"] + sorted(here.glob("*.ipynb"))
@@ -87,7 +87,7 @@ def _history() -> list[str]:
 def verdict_for(exercise_id: str, source: "str | Path"):
     """The verdict of a notebook file (graded as ``grade --submission`` grades it) or of source
     text; once per content."""
-    from ..api import grade
+    from .api import grade
 
     if isinstance(source, Path):
         key = (exercise_id, source.read_bytes())
@@ -132,7 +132,7 @@ def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     lines = [f"{'✓' if c.status == 'passed' else '✗'} {c.title} ({c.id}): {c.points:g}/{c.max_points:g}"
              for c in checks]
     failed = [c for c in checks if c.status != "passed"]
-    from ..causes import told_once
+    from .causes import told_once
 
     messages = told_once(verdict.checks)  # each cause once, however many checks and cells it fails
     details = [f"{c.title} ({c.id}, {c.status}):\n{messages.get(c.id, c.message)}" for c in failed]

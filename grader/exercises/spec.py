@@ -1,0 +1,145 @@
+"""What an exercise is: the declaration each exercise's folder makes in its ``spec.py``.
+
+An exercise is one folder, ``grader/exercises/<id>/``: its ``spec.py`` (this declaration), its
+``job.py`` (the numbers the parent draws for it), its ``probe.py`` (what runs in the grading child)
+and its ``checks.py`` (what the judge decides); and, at the top of the repository, its solution
+(``solutions/<id>.py``, the single source, with nbgrader's solution markers), the stub generated
+from it, its instructions and its hints. The registry (``grader.exercises``) finds the folders;
+nothing else names an exercise.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from . import location
+
+
+@dataclass(frozen=True)
+class WrittenAnswer:
+    """A manually graded answer: in the nbgrader notebook only, scored by hand in formgrader."""
+
+    grade_id: str
+    points: float
+    question: str
+    model_answer_file: str  # in the solutions folder, which no grading can read
+
+    @property
+    def model_answer(self) -> str:
+        return (location.SOLUTIONS_DIR / self.model_answer_file).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """What the exercise's nbgrader notebook needs beyond the instructions and the solution."""
+
+    visible_test: str  # the plain asserts of the cell a student runs to check the basics
+    # sentences of the instructions that speak of the .py workspace, and what a notebook student reads instead
+    wording: tuple[tuple[str, str], ...] = ()
+    written_answer: WrittenAnswer | None = None
+
+
+# Phases that cannot run when an earlier one failed: phase -> (blocking phase, check naming it).
+LAYER_PREREQUISITES = {
+    "construct": ("load", "api.constructor"),
+    "variables": ("construct", "api.constructor"),
+    "values": ("variables", "api.output_shape"),
+    "forward": ("values", "api.output_shape"),
+    "mask": ("values", "api.output_shape"),
+    "causal": ("values", "api.output_shape"),
+    "functional": ("values", "api.output_shape"),
+    "config": ("values", "api.output_shape"),
+    "saving": ("values", "api.output_shape"),
+    "inference": ("values", "api.output_shape"),
+    "gradients": ("forward", "api.output_shape"),
+}
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    target: str  # the class (or, for kind "function", the function) the student writes
+    notebook: Notebook
+    kind: str = "layer"
+    prerequisites: dict = field(default_factory=lambda: dict(LAYER_PREREQUISITES))
+    # earlier exercises whose solutions the stub carries as reference layers (``grader.exercises.stubs``)
+    provided: tuple[str, ...] = ()
+
+    @property
+    def class_name(self) -> str:
+        return self.target
+
+    @property
+    def folder(self) -> Path:
+        return location.PACKAGE_DIR / "exercises" / self.id
+
+    @property
+    def solution(self) -> Path:
+        return location.SOLUTIONS_DIR / f"{self.id}.py"
+
+    @property
+    def stub(self) -> Path:
+        """The stub as generated: in a clone, also the student's working copy."""
+        return location.EXERCISES_DIR / f"{self.id}.py"
+
+    @property
+    def instructions(self) -> Path:
+        return location.EXERCISES_DIR / f"{self.id}.md"
+
+    @property
+    def hints(self) -> Path:
+        return location.EXERCISES_DIR / "hints" / f"{self.id}.md"
+
+    @property
+    def checks(self) -> Path:
+        return self.folder / "checks.py"
+
+    @property
+    def checks_module(self) -> str:
+        return f"grader.exercises.{self.id}.checks"
+
+    @property
+    def probe_module(self) -> str:
+        return f"grader.exercises.{self.id}.probe"
+
+    @property
+    def job(self):
+        """The exercise's ``job`` module: ``public()`` sizes and ``secret(rng, seed)`` inputs."""
+        return importlib.import_module(f"grader.exercises.{self.id}.job")
+
+    def public_job(self) -> dict:
+        """The part of the job the child gets on start (the rest is drawn per run: ``grader.protocol.job``)."""
+        return self.job.public()
+
+    def declared_checks(self) -> list[dict]:
+        """The ``@check(id, title, topic, points=...)`` declarations of the check module, in the
+        order pytest runs them: every check function the module holds, its own or imported from
+        the checks the layer exercises share. Imports the module (NumPy, pytest), runs no check."""
+        return [dict(declared) for declared in self._declared]
+
+    @cached_property
+    def _declared(self) -> tuple[dict, ...]:
+        module = importlib.import_module(self.checks_module)
+        declared = []
+        for name, value in vars(module).items():
+            if not (name.startswith("check_") and callable(value)):
+                continue
+            for mark in getattr(value, "pytestmark", ()):
+                if mark.name == "check":
+                    meta = mark.kwargs
+                    declared.append({"id": meta["id"], "title": meta["title"], "topic": meta["topic"],
+                                     "points": float(meta["points"])})
+        return tuple(declared)
+
+    def topic_points(self) -> dict[str, float]:
+        """Points per topic, in the order of the topics."""
+        from ..verdict import TOPICS
+
+        points: dict[str, float] = {}
+        for declared in self.declared_checks():
+            points[declared["topic"]] = points.get(declared["topic"], 0.0) + declared["points"]
+        return {topic: points[topic] for topic in TOPICS if topic in points}
