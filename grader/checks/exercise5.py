@@ -39,6 +39,11 @@ def job(evidence, request):
     return whole_job(evidence, request)
 
 
+def _padding(job) -> dict:
+    """The mask a layer after the embedding receives (tokens != 0), as the parent knows it."""
+    return {"padding": _tokens(job) != 0}
+
+
 def _embeds_tokens(observed, tokens) -> bool:
     for step in observed.steps("embedding"):
         ids = next(iter(step.inputs.values()))
@@ -54,7 +59,7 @@ def _attention_on_path(observed):
 
 @pytest.fixture
 def predictions(evidence, job):
-    return analysis.observed(evidence, "predict", "api.model", {"tokens": _tokens(job)})
+    return analysis.observed(evidence, "predict", "api.model", {"tokens": _tokens(job)}, _padding(job))
 
 
 @pytest.fixture
@@ -156,7 +161,7 @@ def check_padding_invariance(evidence, model, job):
     changed[key] = parameters[key].copy()
     changed[key][0] = np.asarray(job["padding_row"], dtype=np.float64)
     observed = analysis.observed(evidence, "padding", "mask.padding_invariance", {"tokens": _tokens(job)},
-                                 values_override=changed)
+                                 _padding(job), values_override=changed)
     analysis.require_verified(observed, SEE, "the predictions with the padding token's embedding changed")
     before, after = np.asarray(model.output, dtype=np.float64), np.asarray(observed.output, dtype=np.float64)
     change = float(np.abs(before - after).max()) if before.shape == after.shape else float("inf")
