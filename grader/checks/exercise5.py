@@ -16,7 +16,7 @@ from .common import dims  # noqa: F401  (fixtures are used by name)
 from .common import assert_deterministic_inference, assert_masks_keys, effective_mask, whole_job
 from .ops import binary_crossentropy
 
-SEE = "mask.end_to_end"
+SEE = "weights.layers"  # the check that says why the predictions are not verified
 POOLING_WHY = (
     "Padding must be masked all the way: in the encoder's attention and in the pooling. "
     "GlobalMaxPooling1D and Flatten ignore the mask, so the padded positions' outputs enter the "
@@ -107,13 +107,13 @@ def check_inference(evidence, model):
 @check("weights.layers", "The model embeds positions and runs the encoder", "weights")
 def check_layers(predictions, dims, evidence):
     if not predictions.verified:
-        fail(
-            f"the grader could not recompute the model's predictions from the layers it ran: "
-            f"{predictions.failure}.",
-            "token ids → PositionalEmbedding → TransformerEncoder → pooling → Dense(1, sigmoid).",
-            "The grader sets every weight itself and recomputes the model layer by layer; a layer it cannot "
-            "recompute leaves the predictions unverified.",
-        )
+        if not isinstance(predictions.output, np.ndarray):
+            analysis.not_checked("the model did not return a tensor", "api.model")
+        # the grader's limit, not the student's mistake: not checked, and why, for the checks that follow
+        raise pytest.skip.Exception(
+            f"Not checked: the grader could not recompute the model's predictions from the layers and operations "
+            f"it ran: {predictions.failure}. The grader sets every weight itself and recomputes the model step by "
+            "step; the checks that need the predictions are not checked either.")
     parameters = analysis.values(evidence)
     tables = sorted(int(np.shape(parameters[s.params["embeddings"]])[0]) for s in predictions.steps("embedding")
                     if s.params.get("embeddings") in parameters)
