@@ -67,7 +67,8 @@ def _cases():
     cases += [("cast", (MASK, "float32"), {}), ("cast", (X * 3, "int32"), {}), ("cast", (X, "bool"), {}),
               ("convert_to_tensor", (X,), {"dtype": "float32"}), ("where", (X > 0, X, Y), {}),
               ("where", (MASK[..., None], X, -1e9), {}), ("ones_like", (X,), {}), ("zeros_like", (X,), {}),
-              ("expand_dims", (MASK, -1), {}), ("expand_dims", (X,), {"axis": 1}), ("squeeze", (X[:, :1],), {"axis": 1}),
+              ("expand_dims", (MASK, -1), {}), ("expand_dims", (X,), {"axis": 1}),
+              ("squeeze", (X[:, :1],), {"axis": 1}),
               ("reshape", (X, (2, 12)), {}), ("reshape", (X, (-1, 4)), {}), ("transpose", (X, (0, 2, 1)), {}),
               ("transpose", (X,), {}), ("concatenate", ([X, Y],), {"axis": -1})]
     for name in ops.ACTIVATIONS:
@@ -164,7 +165,8 @@ DIFFERENTIABLE = [c for c in CASES if c[1] and isinstance(c[1][0], np.ndarray) a
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(DIFFERENTIABLE)])
 def test_an_operations_gradient_is_the_gradient_keras_computes(name, args, kwargs):
     first = args[0]
-    weights = RNG.normal(size=np.shape(tape.run(_event(name, args, kwargs), _sources(list(args) + list(kwargs.values())))))
+    every = _sources(list(args) + list(kwargs.values()))
+    weights = RNG.normal(size=np.shape(tape.run(_event(name, args, kwargs), every)))
     event = _event(name, args, kwargs)
     rest = _sources(list(args[1:]) + list(kwargs.values()))
 

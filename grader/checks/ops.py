@@ -83,7 +83,8 @@ ACTIVATION_FUNCTIONS = {
     "silu": lambda x: x * _sigmoid(x),
     "swish": lambda x: x * _sigmoid(x),
     "elu": _elu,
-    "celu": lambda x, alpha=1.0: anp.maximum(x, 0.0) + anp.minimum(0.0, alpha * (anp.exp(anp.minimum(x, 0.0) / alpha) - 1.0)),
+    "celu": lambda x, alpha=1.0: anp.maximum(x, 0.0) + anp.minimum(
+        0.0, alpha * (anp.exp(anp.minimum(x, 0.0) / alpha) - 1.0)),
     "selu": lambda x: 1.0507009873554805 * _elu(x, 1.6732632423543772),
     "softplus": _softplus,
     "softsign": lambda x: x / (1.0 + anp.abs(x)),

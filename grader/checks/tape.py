@@ -200,7 +200,8 @@ def _transpose(x, axes=None):
     _broadcast(x)
     ndim = np.ndim(getval(x))
     if axes is not None:
-        if not isinstance(axes, (list, tuple)) or sorted(a % ndim for a in _axes(list(axes), ndim)) != list(range(ndim)):
+        if not isinstance(axes, (list, tuple)) or \
+                sorted(a % ndim for a in _axes(list(axes), ndim)) != list(range(ndim)):
             raise ReplayFailed(f"a transpose with axes {axes!r}")
         axes = tuple(axes)
     return anp.transpose(x, axes) if _kind(x) == "f" else np.transpose(getval(x), axes)
