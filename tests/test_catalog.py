@@ -51,6 +51,10 @@ def test_mistake_fails_on_its_topic(catalog_verdicts, exercise, mistake):
             assert check.status == "failed", (check_id, check.status, check.message)
         else:
             assert any(f"see {root}" in check.message for root in failed), (check_id, check.message)
+    if mistake.only:
+        others = {c.id: (c.status, c.message) for c in verdict.checks
+                  if c.id not in mistake.failing and c.status != "passed"}
+        assert others == {}, others
     first = checks[mistake.failing[0]]
     assert mistake.says in first.message
     assert ("Expected:" in first.message and "Why it matters:" in first.message) or "raised" in first.message

@@ -207,6 +207,8 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
     """Fail with why the call could not be verified (the forward check's job)."""
     if not isinstance(observed.output, np.ndarray):
         analysis.not_checked("the call did not return a tensor", "api.output_shape")
+    if not np.all(np.isfinite(observed.output)):
+        analysis.not_checked("your layer's output holds NaN or infinite values", "api.output_shape")
     fail(
         f"the grader could not recompute your layer's output from the layers it ran: {observed.failure}.",
         expected,
@@ -878,6 +880,10 @@ def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
             "one tensor, with or without a mask.",
             "A layer must return the same kind of output with and without a mask.",
         )
+    if a.shape != b.shape or a.shape[:np.ndim(where)] != np.shape(where):
+        analysis.not_checked("your layer's output does not have the shape the exercise expects", "api.output_shape")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        analysis.not_checked("your layer's output holds NaN or infinite values", "api.output_shape")
     change = np.abs(a.astype(np.float64) - b.astype(np.float64))[where]
     if change.size and change.max() > 1e-4:
         fail(
@@ -1008,6 +1014,10 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
     ``otherwise()`` (which may fail with a more specific message) before failing generally."""
     if not isinstance(output, np.ndarray):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
+    if output.shape != np.shape(variants[correct]):
+        analysis.not_checked("your layer's output does not have the shape the exercise expects", "api.output_shape")
+    if not np.all(np.isfinite(output)):
+        analysis.not_checked("your layer's output holds NaN or infinite values", "api.output_shape")
     if close(output, variants[correct], where):
         return
     for name, text in messages.items():

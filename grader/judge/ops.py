@@ -19,37 +19,103 @@ import numpy as np
 from . import budget
 
 MASKED = -1e9
-ACTIVATIONS = ("linear", "relu", "gelu", "sigmoid", "tanh", "softmax", "silu", "swish", "elu", "selu",
-               "softplus", "exponential")
 
 
-def activation(x, name: str):
-    if name in ("linear", None):
-        return x
-    if name == "relu":
+def _sigmoid(x):
+    return 1.0 / (1.0 + anp.exp(-x))
+
+
+def _softplus(x):
+    return anp.logaddexp(x, 0.0)
+
+
+def _erf(x):
+    from autograd.scipy.special import erf  # autograd's erf is SciPy's, with its derivative
+
+    return erf(x)
+
+
+def _gelu(x, approximate=False):
+    if approximate:
+        return 0.5 * x * (1.0 + anp.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
+
+
+def _elu(x, alpha=1.0):
+    return anp.where(x > 0, x, alpha * (anp.exp(anp.minimum(x, 0.0)) - 1.0))
+
+
+def _relu(x, negative_slope=0.0, max_value=None, threshold=0.0):
+    if negative_slope == 0.0 and max_value is None and threshold == 0.0:
         return anp.maximum(x, 0.0)
-    if name == "sigmoid":
-        return 1.0 / (1.0 + anp.exp(-x))
-    if name == "tanh":
-        return anp.tanh(x)
-    if name == "softmax":
-        return softmax(x)
-    if name in ("silu", "swish"):
-        return x / (1.0 + anp.exp(-x))
-    if name == "gelu":  # Keras's gelu is exact by default (approximate=False)
-        from autograd.scipy.special import erf
+    return relu_layer(x, max_value, negative_slope, threshold)
 
-        return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-    if name == "elu":
-        return anp.where(x > 0, x, anp.exp(anp.minimum(x, 0.0)) - 1.0)
-    if name == "selu":
-        alpha, scale = 1.6732632423543772, 1.0507009873554805
-        return scale * anp.where(x > 0, x, alpha * (anp.exp(anp.minimum(x, 0.0)) - 1.0))
-    if name == "softplus":
-        return anp.logaddexp(x, 0.0)
-    if name == "exponential":
-        return anp.exp(x)
-    raise ValueError(f"unknown activation {name!r}")
+
+def _relu6(x):
+    return anp.minimum(anp.maximum(x, 0.0), 6.0)
+
+
+def _hard_sigmoid(x):
+    return _relu6(x + 3.0) / 6.0
+
+
+def _glu(x, axis=-1):
+    a, b = anp.split(x, 2, axis=axis)
+    return a * _sigmoid(b)
+
+
+def _log_softmax(x, axis=-1):
+    shifted = x - anp.max(x, axis=axis, keepdims=True)
+    return shifted - anp.log(anp.sum(anp.exp(shifted), axis=axis, keepdims=True))
+
+
+# every activation of keras.activations (sparsemax excepted), with Keras 3's definitions and defaults
+ACTIVATION_FUNCTIONS = {
+    "linear": lambda x: x,
+    "relu": _relu,
+    "relu6": _relu6,
+    "leaky_relu": lambda x, negative_slope=0.2: anp.where(x > 0, x, negative_slope * x),
+    "gelu": _gelu,
+    "sigmoid": _sigmoid,
+    "tanh": anp.tanh,
+    "softmax": lambda x, axis=-1: softmax(x, axis),
+    "log_softmax": _log_softmax,
+    "silu": lambda x: x * _sigmoid(x),
+    "swish": lambda x: x * _sigmoid(x),
+    "elu": _elu,
+    "celu": lambda x, alpha=1.0: anp.maximum(x, 0.0) + anp.minimum(
+        0.0, alpha * (anp.exp(anp.minimum(x, 0.0) / alpha) - 1.0)),
+    "selu": lambda x: 1.0507009873554805 * _elu(x, 1.6732632423543772),
+    "softplus": _softplus,
+    "softsign": lambda x: x / (1.0 + anp.abs(x)),
+    "log_sigmoid": lambda x: -_softplus(-x),
+    "exponential": anp.exp,
+    "hard_sigmoid": _hard_sigmoid,
+    "hard_silu": lambda x: x * _hard_sigmoid(x),
+    "hard_swish": lambda x: x * _hard_sigmoid(x),
+    "hard_tanh": lambda x: anp.clip(x, -1.0, 1.0),
+    "tanh_shrink": lambda x: x - anp.tanh(x),
+    "soft_shrink": lambda x, threshold=0.5: anp.where(x > threshold, x - threshold,
+                                                      anp.where(x < -threshold, x + threshold, 0.0 * x)),
+    "hard_shrink": lambda x, threshold=0.5: anp.where(anp.abs(x) > threshold, x, 0.0 * x),
+    "threshold": lambda x, threshold, default_value: anp.where(x > threshold, x, default_value + 0.0 * x),
+    "mish": lambda x: x * anp.tanh(_softplus(x)),
+    "sparse_plus": lambda x: anp.where(x <= -1.0, 0.0 * x, anp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4.0)),
+    "sparse_sigmoid": lambda x: anp.where(x <= -1.0, 0.0 * x, anp.where(x >= 1.0, 1.0 + 0.0 * x, (x + 1.0) / 2.0)),
+    "squareplus": lambda x, b=4: (x + anp.sqrt(x * x + b)) / 2.0,
+    "glu": _glu,
+}
+ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)
+
+
+def activation(x, name: str, **options):
+    """The Keras activation ``name`` (as keras.activations defines it) of x."""
+    if name is None:
+        return x
+    function = ACTIVATION_FUNCTIONS.get(name)
+    if function is None:
+        raise ValueError(f"unknown activation {name!r}")
+    return function(x, **options)
 
 
 def relu_layer(x, max_value=None, negative_slope=0.0, threshold=0.0):

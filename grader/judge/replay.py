@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..protocol import records
-from . import budget, ops
+from . import budget, ops, tape
 
 # kinds the child reports (grader/probe/tracing.py), and what the replay does with them
 LEAF_KINDS = ("attention", "dense", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
@@ -159,19 +159,24 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         kind = event["kind"]
         label = _label(event)
         if kind == "opaque":
-            continue  # a computation the grader cannot replay: fine, unless something uses its output
+            if "ops" not in event:
+                continue  # a computation the grader cannot replay: fine, unless something uses its output
+            kind = "ops"  # a layer of the student's own, recomputed from the operations it ran
         if event.get("raised"):
             raise ReplayFailed(f"{label} raised {event['raised']}")
-        params = _params(event, values, label)
-        constants = _constants(event, label)
+        params = _params(event, values, label) if kind != "ops" else {}
+        constants = _constants(event, label) if kind != "ops" else {"tape": event}
         recorded = event.get("inputs")
         if not isinstance(recorded, dict) or not recorded:
             raise ReplayFailed(f"{label} has no recorded inputs")
         step_inputs: dict = {}
+        if kind == "ops":
+            step_inputs.update(_known_masks(event, masks, label))
         for name, tensor in recorded.items():
             if not isinstance(tensor, np.ndarray):
                 raise ReplayFailed(f"{label}'s argument {name} is not a tensor")
-            if kind == "embedding" and tensor.dtype.kind in "iub":
+            if kind == "embedding" and (tensor.dtype.kind in "iub" or _integral(tensor)):
+                # ids as ints, or as floats Embedding casts back (a float keras.Input)
                 step_inputs[name] = ("ids", _ids(tensor, params, values, label))
             else:
                 expr = _match(tensor.astype(np.float64), terms, masks, names, f"the input {name!r} of {label}")
@@ -185,6 +190,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         recorded_output = event.get("output")
         if not isinstance(recorded_output, np.ndarray) or recorded_output.dtype.kind != "f":
             raise ReplayFailed(f"{label} did not return a floating-point tensor")
+        if kind == "ops":
+            tape.verify(event, {name: (expr[1] if isinstance(expr, tuple) else recorded[name].astype(np.float64))
+                                for name, expr in step_inputs.items()}, label, close)
         local = _apply(step, {k: np.asarray(v, dtype=np.float64) for k, v in values.items()},
                        lambda name, _expr: recorded[name].astype(np.float64))
         if not close(local, recorded_output):
@@ -304,9 +312,31 @@ def _constants(event: dict, label: str) -> dict:
     return constants
 
 
+def _integral(tensor: np.ndarray) -> bool:
+    return tensor.dtype.kind == "f" and bool(np.all(np.isfinite(tensor))) and bool(np.all(tensor == np.trunc(tensor)))
+
+
+def _known_masks(event: dict, masks: dict, label: str) -> dict:
+    """The masks a custom layer received, each one the grader chose itself: ("mask", its array)."""
+    received = event.get("masks") or {}
+    if not isinstance(received, dict):
+        raise ReplayFailed(f"{label}'s masks are malformed")
+    found = {}
+    for name, value in received.items():
+        if not isinstance(value, np.ndarray):
+            raise ReplayFailed(f"{label}'s mask {str(name)[:40]!r} is malformed")
+        for known in masks.values():
+            if known.shape == value.shape and np.array_equal(known, value.astype(bool)):
+                found[str(name)] = ("mask", known)
+                break
+        else:
+            raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
+    return found
+
+
 def _ids(tensor: np.ndarray, params: dict, values: dict, label: str) -> np.ndarray:
     rows = np.asarray(values[params["embeddings"]]).shape[0]
-    ids = tensor.astype(np.int64)
+    ids = np.trunc(tensor).astype(np.int64) if tensor.dtype.kind == "f" else tensor.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= rows):
         raise ReplayFailed(f"{label} looks up rows outside its table")
     return ids
@@ -420,7 +450,7 @@ def _apply(step: Step, values: dict, argument):
 
     def arg(name):
         expr = step.inputs[name]
-        if isinstance(expr, tuple) and expr and expr[0] == "ids":
+        if isinstance(expr, tuple) and expr and expr[0] in ("ids", "mask"):
             return expr[1]
         return argument(name, expr)
 
@@ -454,6 +484,8 @@ def _apply(step: Step, values: dict, argument):
     if kind == "flatten":
         x = arg(names[0])
         return ops.anp.reshape(x, (np.shape(x)[0], -1))
+    if kind == "ops":
+        return tape.run(c["tape"], {name: arg(name) for name in step.inputs})
     if kind == "attention":
         query = arg("query")
         value = arg("value")

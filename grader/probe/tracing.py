@@ -10,7 +10,9 @@ actually reaches the attention scores is captured where Keras applies it
 (``_compute_attention``), however it was delivered: ``attention_mask=``,
 ``query_mask``/``value_mask``/``key_mask``, a mask riding on the tensors, or
 ``use_causal_mask``. Layers are identified by object identity, never by
-attribute names. The parent replays the events (``grader.judge.replay``); it
+attribute names. A layer of the student's own that runs no Keras layer (a
+pooling, a helper layer, a ``Lambda``) also gets the tensor operations its call
+ran (``op_tape``). The parent replays the events (``grader.judge.replay``); it
 trusts none of them.
 """
 
@@ -21,6 +23,9 @@ import inspect
 import keras
 import numpy as np
 import tensorflow as tf
+
+from .op_tape import OpRecorder, OpTape
+from .tensors import array, is_tensor, to_numpy  # noqa: F401  (the probes take them from here)
 
 _Layer = keras.layers.Layer
 _L = keras.layers
@@ -39,30 +44,6 @@ def keras_class(obj) -> str:
         if cls.__module__.startswith("keras."):
             return cls.__name__
     return type(obj).__name__
-
-
-def to_numpy(value):
-    if value is None:
-        return None
-    return np.asarray(keras.ops.convert_to_numpy(value))
-
-
-def is_tensor(value) -> bool:
-    return isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)) or (
-        hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (list, tuple, dict, type)))
-
-
-def array(value):
-    """A plain NumPy copy of a tensor, or None for anything else."""
-    if value is None or isinstance(value, (list, tuple, dict)):
-        return None
-    try:
-        result = np.array(to_numpy(value), copy=True, subok=False)
-    except Exception:
-        return None
-    if type(result) is not np.ndarray or result.dtype.kind not in "biuf":
-        return None
-    return result
 
 
 class Registry:
@@ -216,9 +197,15 @@ class CallTracer:
             return tracer._record(layer, args, kwargs)
 
         _Layer.__call__ = traced_call
+        self._recorder = OpRecorder(self._current_tape)
+        self._recorder.__enter__()
         return self
 
+    def _current_tape(self):
+        return self._stack[-1].get("_tape") if self._stack else None
+
     def __exit__(self, *exc):
+        self._recorder.__exit__(*exc)
         _Layer.__call__ = self._original_call
         for layer in self._hooked:
             layer.__dict__.pop("_compute_attention", None)
@@ -254,21 +241,38 @@ class CallTracer:
                     mask = keras.backend.get_keras_mask(arguments["inputs"]) if hasattr(
                         keras.backend, "get_keras_mask") else getattr(arguments["inputs"], "_keras_mask", None)
                 event["constants"]["mask"] = array(mask)
+            if kind in ("container", "opaque"):
+                sources = _tensor_objects(arguments)
+                masks = {name: value for name, value in sources.items() if name in MASK_ARGUMENTS}
+                if "mask" not in masks and "inputs" in arguments:
+                    riding = _keras_mask(arguments["inputs"])
+                    if riding is not None:
+                        sources["mask"] = masks["mask"] = riding
+                event["_tape"] = OpTape(sources)
+                event["masks"] = {name: array(value) for name, value in masks.items() if array(value) is not None}
         self._stack.append(event)
         try:
             outputs = self._original_call(layer, *args, **kwargs)
         except BaseException as exc:
             event["raised"] = type(exc).__name__
+            event.pop("_tape", None)
             raise
         finally:
             self._stack.pop()
         first = outputs[0] if isinstance(outputs, (tuple, list)) and outputs else outputs
         shape = getattr(first, "shape", None)
         event["output_shape"] = None if shape is None else [None if d is None else int(d) for d in shape]
+        tape = event.pop("_tape", None)
         if not inside:
             event["output"] = array(first)
             if kind == "container" and not any(e.get("parent") == event["index"] for e in self.events):
                 event["kind"] = "opaque"  # a layer of its own that ran no Keras layer: raw operations
+            if event["kind"] == "opaque" and tape is not None:
+                event["ops"] = tape.records
+                event["result"] = tape.result(first)
+                event["ops_truncated"] = tape.truncated
+            else:
+                event.pop("masks", None)
         return outputs
 
     def _hook_attention(self, layer, event: dict) -> None:
@@ -318,6 +322,35 @@ def _tensor_arguments(arguments: dict, kind: str) -> dict:
         elif is_tensor(value):
             found[name] = array(value)
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _keras_mask(value):
+    if hasattr(keras.backend, "get_keras_mask"):
+        try:
+            return keras.backend.get_keras_mask(value)
+        except Exception:
+            return None
+    return getattr(value, "_keras_mask", None)
+
+
+def _tensor_objects(arguments: dict) -> dict:
+    """The tensor arguments of a call as objects, named as ``_tensor_arguments`` names them, masks
+    included: what the operations of a custom layer may start from."""
+    found = {}
+    for name, value in arguments.items():
+        if name in ("self", "training"):
+            continue
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if is_tensor(item):
+                    found[f"{name}.{i}"] = item
+        elif isinstance(value, dict) and name == "kwargs":
+            for key, item in value.items():
+                if key != "training" and is_tensor(item):
+                    found[str(key)] = item
+        elif is_tensor(value):
+            found[name] = value
+    return found
 
 
 def _attention_arguments(arguments: dict, positional: tuple) -> dict:

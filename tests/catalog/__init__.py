@@ -20,6 +20,7 @@ class Mistake:
     source: str
     failing: tuple[str, ...]  # check ids that must fail; the first must mention `says`
     says: str
+    only: bool = False  # every other check passes: the mistake is graded as what it is, and nothing more
 
 
 @dataclass(frozen=True)

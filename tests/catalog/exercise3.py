@@ -566,3 +566,24 @@ MISTAKES.append(dropout_on_by_default(
     ("proj_output = self.dense_proj(proj_input)",
      "proj_output = self.dropout(self.dense_proj(proj_input), training=training)"),
 ))
+
+
+GELU_FEED_FORWARD = 'layers.Dense(dense_dim, activation="relu")'
+MISTAKES += [
+    # keras-io's video and ASR encoders: a GELU feed-forward, a different layer from the exercise's relu one;
+    # the forward check says so, and every weights, gradients, mask and config check passes
+    Mistake(
+        "gelu_feed_forward",
+        edit((GELU_FEED_FORWARD, 'layers.Dense(dense_dim, activation="gelu")')),
+        ("forward.post_norm",),
+        "differs from the correct layer",
+        only=True,
+    ),
+    Mistake(
+        "gelu_function_feed_forward",
+        edit((GELU_FEED_FORWARD, "layers.Dense(dense_dim, activation=keras.activations.gelu)")),
+        ("forward.post_norm",),
+        "differs from the correct layer",
+        only=True,
+    ),
+]

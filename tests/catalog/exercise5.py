@@ -105,3 +105,71 @@ MISTAKES += [
         "returned different outputs",
     ),
 ]
+
+INPUT = 'inputs = keras.Input(shape=(sequence_length,), dtype="int32")'
+MASKED_MEAN = '''@keras.saving.register_keras_serializable(package="student")
+class MaskedMean(layers.Layer):
+    """The mean over the real positions only: padding carries no weight."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return keras.ops.mean(inputs, axis=1)
+        weights = keras.ops.cast(keras.ops.expand_dims(mask, -1), inputs.dtype)
+        total = keras.ops.sum(inputs * weights, axis=1)
+        return keras.ops.divide(total, keras.ops.sum(weights, axis=1))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+def build_classifier('''
+MASKED_MAX = '''@keras.saving.register_keras_serializable(package="student")
+class MaskedMax(layers.Layer):
+    """The largest value over the real positions: padding is pushed far below everything."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        keep = keras.ops.expand_dims(mask, axis=-1)
+        return keras.ops.max(keras.ops.where(keep, inputs, -1e9), axis=1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+def build_classifier('''
+
+VARIANTS += [
+    # the tutorials' keras.Input line: float32 ids, which Embedding casts back to integers
+    Variant("float32_input", edit((INPUT, "inputs = keras.Input(shape=(sequence_length,))"))),
+    Variant("int64_input", edit((INPUT, INPUT.replace("int32", "int64")))),
+    Variant("masked_mean_pooling_layer", edit((POOL, "x = MaskedMean()(x)"), ("def build_classifier(", MASKED_MEAN))),
+    Variant("masked_max_pooling_layer", edit((POOL, "x = MaskedMax()(x)"), ("def build_classifier(", MASKED_MAX))),
+    Variant("activation_layer_head",
+            edit((OUTPUT, 'x = layers.Dense(1)(x)\n    outputs = layers.Activation("sigmoid")(x)'))),
+]
+
+MISTAKES += [
+    Mistake(
+        "pooling_layer_averages_padding",
+        edit((POOL, "x = MeanOfAll()(x)"),
+             ("def build_classifier(", MASKED_MEAN.replace("MaskedMean", "MeanOfAll").replace(
+                 "if mask is None:", "if True:  # the mask is ignored"))),
+        ("mask.padding_invariance",),
+        "changing the embedding of the padding token",
+    ),
+    Mistake(
+        "max_pooling_layer_ignores_the_mask",
+        edit((POOL, "x = MaxOfAll()(x)"),
+             ("def build_classifier(", MASKED_MAX.replace("MaskedMax", "MaxOfAll").replace(
+                 "keep = keras.ops.expand_dims(mask, axis=-1)", "keep = keras.ops.ones_like(inputs) > 0"))),
+        ("mask.padding_invariance",),
+        "changing the embedding of the padding token",
+    ),
+]

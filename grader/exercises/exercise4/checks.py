@@ -288,6 +288,17 @@ def check_encoder_padding_invariance(evidence, job):
     _confirm(masked, changed)
 
 
+def _same_error_reported(evidence, error: dict) -> None:
+    """One cause, one failure: an error another check already reported (a missing mask argument
+    raises the same on every masked call) is not reported again."""
+    for phase in ("forward", "mask"):
+        earlier = evidence.error(phase)
+        reporter = getattr(evidence, "_reported", {}).get(phase)
+        if earlier and reporter and (earlier.get("type"), earlier.get("message")) == \
+                (error.get("type"), error.get("message")):
+            analysis.not_checked(f"your layer raised {error.get('type', 'an error')} here too", reporter)
+
+
 @check("mask.lengths", "The masks follow every length: T ≠ S, and a model with lengths left open", "mask")
 def check_lengths(evidence, job):
     for phase in ("lengths", "functional"):
@@ -296,6 +307,7 @@ def check_lengths(evidence, job):
         target, source = x.shape[1], encoder.shape[1]
         error = evidence.error(phase)
         if error is not None:
+            _same_error_reported(evidence, error)
             built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
             fail(

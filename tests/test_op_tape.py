@@ -1,0 +1,364 @@
+"""A custom layer's operations: recorded in the child, recomputed by the parent, forged in vain.
+
+Every operation of the allow-list is checked against Keras itself (values and
+gradients), a real masked pooling is traced and replayed from the parent's
+numbers, and altered tapes — a forged op record, an op claimed but not run, a
+cast claimed to hide a constant output, an op outside the allow-list — are
+refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+from autograd import grad  # noqa: E402
+
+from grader.protocol import wire  # noqa: E402
+from grader.judge import budget, ops, replay, tape  # noqa: E402
+from grader.probe.evidence_stream import to_plain  # noqa: E402
+from grader.probe.tracing import CallTracer, Registry  # noqa: E402
+
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(2, 3, 4))
+Y = RNG.normal(size=(2, 3, 4))
+MASK = np.array([[True, True, False], [True, False, False]])
+
+
+@pytest.fixture(autouse=True)
+def fresh_budget():
+    budget.reset()
+    yield
+    budget.reset()
+
+
+# each allow-listed op: how Keras is called, and the same as a tape record's arguments
+ELEMENTWISE = ["add", "subtract", "multiply", "divide", "true_divide", "maximum", "minimum"]
+COMPARISONS = ["equal", "not_equal", "greater", "greater_equal", "less", "less_equal"]
+UNARY = ["negative", "absolute", "abs", "exp", "square", "tanh", "sigmoid"]
+REDUCTIONS = ["sum", "mean", "max", "min", "amax", "amin", "prod"]
+
+
+def _cases():
+    cases = []
+    for name in ELEMENTWISE:
+        cases.append((name, (X, Y), {}))
+    cases.append(("power", (np.abs(X) + 0.5, Y), {}))
+    for name in COMPARISONS:
+        cases.append((name, (X, Y), {}))
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        cases.append((name, (X > 0, Y > 0), {}))
+    cases.append(("logical_not", (X > 0,), {}))
+    for name in UNARY:
+        cases.append((name, (X,), {}))
+    cases += [("log", (np.abs(X) + 0.1,), {}), ("sqrt", (np.abs(X) + 0.1,), {}),
+              ("reciprocal", (np.abs(X) + 0.5,), {}), ("clip", (X, -0.5, 0.5), {})]
+    for name in REDUCTIONS:
+        cases += [(name, (X,), {"axis": 1}), (name, (X,), {"axis": -1, "keepdims": True}), (name, (X,), {})]
+    cases += [("any", (X > 0,), {"axis": 1}), ("all", (X > 0,), {"axis": 1}),
+              ("count_nonzero", (X > 0,), {"axis": 1})]
+    cases += [("cast", (MASK, "float32"), {}), ("cast", (X * 3, "int32"), {}), ("cast", (X, "bool"), {}),
+              ("convert_to_tensor", (X,), {"dtype": "float32"}), ("where", (X > 0, X, Y), {}),
+              ("where", (MASK[..., None], X, -1e9), {}), ("ones_like", (X,), {}), ("zeros_like", (X,), {}),
+              ("expand_dims", (MASK, -1), {}), ("expand_dims", (X,), {"axis": 1}),
+              ("squeeze", (X[:, :1],), {"axis": 1}),
+              ("reshape", (X, (2, 12)), {}), ("reshape", (X, (-1, 4)), {}), ("transpose", (X, (0, 2, 1)), {}),
+              ("transpose", (X,), {}), ("concatenate", ([X, Y],), {"axis": -1})]
+    for name in ops.ACTIVATIONS:
+        arguments = {"threshold": {"threshold": 0.1, "default_value": -1.0}}.get(name, {})
+        cases.append((f"activations.{name}", (X,), arguments))
+        if hasattr(keras.ops, name) and name not in ("linear", "exponential"):
+            cases.append((name, (X,), arguments))
+    cases += [("gelu", (X,), {"approximate": False}), ("activations.gelu", (X,), {"approximate": True}),
+              ("activations.relu", (X,), {"negative_slope": 0.1, "max_value": 1.0}), ("softmax", (X,), {"axis": 1})]
+    return cases
+
+
+CASES = _cases()
+
+
+def _keras_function(name):
+    if name.startswith("activations."):
+        return getattr(keras.activations, name.split(".", 1)[1])
+    return getattr(keras.ops, name)
+
+
+def _as_keras(value):
+    if isinstance(value, np.ndarray):
+        return tf.constant(value.astype(np.float32) if value.dtype.kind == "f" else value)
+    if isinstance(value, list):
+        return [_as_keras(v) for v in value]
+    return value
+
+
+def _argument(value):
+    if isinstance(value, np.ndarray):
+        return {"source": f"s{id(value)}"}
+    if isinstance(value, list):
+        return {"list": [_argument(v) for v in value]}
+    if isinstance(value, tuple):
+        return {"list": [{"value": v} for v in value]}
+    return {"value": value}
+
+
+def _sources(values) -> dict:
+    found = {}
+    for value in values:
+        if isinstance(value, np.ndarray):
+            found[f"s{id(value)}"] = value
+        elif isinstance(value, list):
+            found.update(_sources(value))
+    return found
+
+
+def _event(name, args, kwargs):
+    return {"ops": [{"op": name, "args": [_argument(a) for a in args],
+                     "kwargs": {k: _argument(v) for k, v in kwargs.items()}, "line": 3, "code": "x"}],
+            "result": {"op": 0}}
+
+
+def test_every_operation_of_the_replay_is_tested():
+    covered = {name for name, _, _ in CASES}
+    assert covered >= set(tape.OPERATIONS) - {"getitem"}, sorted(set(tape.OPERATIONS) - covered)
+
+
+@pytest.mark.parametrize("key", [(slice(None), slice(1, None), None), (Ellipsis, 0), (0, slice(None, None, -1)), 1])
+def test_indexing_recomputes_what_a_tensor_index_gives(key):
+    expected = tf.constant(X)[key].numpy()
+    items = key if isinstance(key, tuple) else (key,)
+    encoded = [{"slice": [k.start, k.stop, k.step]} if isinstance(k, slice) else {"ellipsis": True}
+               if k is Ellipsis else {"value": k} for k in items]
+    index = {"list": encoded} if isinstance(key, tuple) else encoded[0]
+    event = {"ops": [{"op": "getitem", "args": [{"source": "x"}, index], "kwargs": {}}], "result": {"op": 0}}
+    assert np.allclose(tape.run(event, {"x": X}), expected)
+    with pytest.raises(replay.ReplayFailed, match="index"):
+        tape.run({"ops": [{"op": "getitem", "args": [{"source": "x"}, {"value": 7}], "kwargs": {}}],
+                  "result": {"op": 0}}, {"x": X})
+
+
+@pytest.mark.parametrize("name, args, kwargs", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_an_operation_recomputes_what_keras_computes(name, args, kwargs):
+    expected = np.asarray(keras.ops.convert_to_numpy(
+        _keras_function(name)(*[_as_keras(a) for a in args], **{k: _as_keras(v) for k, v in kwargs.items()})))
+    event = _event(name, args, kwargs)
+    got = np.asarray(tape.run(event, _sources(list(args) + list(kwargs.values()))))
+    assert got.shape == expected.shape
+    if expected.dtype.kind in "biu":
+        assert np.array_equal(got, expected)
+    else:
+        assert np.allclose(got, expected, rtol=1e-4, atol=1e-5), np.abs(got - expected).max()
+
+
+DIFFERENTIABLE = [c for c in CASES if c[1] and isinstance(c[1][0], np.ndarray) and c[1][0].dtype.kind == "f"
+                  and c[0] not in COMPARISONS and not c[0].startswith(("cast", "count", "ones", "zeros"))
+                  and c[0] not in ("any", "all")]
+
+
+@pytest.mark.parametrize("name, args, kwargs", DIFFERENTIABLE,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(DIFFERENTIABLE)])
+def test_an_operations_gradient_is_the_gradient_keras_computes(name, args, kwargs):
+    first = args[0]
+    every = _sources(list(args) + list(kwargs.values()))
+    weights = RNG.normal(size=np.shape(tape.run(_event(name, args, kwargs), every)))
+    event = _event(name, args, kwargs)
+    rest = _sources(list(args[1:]) + list(kwargs.values()))
+
+    def loss(x):
+        return (tape.run(event, dict(rest, **{f"s{id(first)}": x})) * weights).sum()
+
+    exact = grad(loss)(first)
+    variable = tf.Variable(first.astype(np.float64))
+    with tf.GradientTape() as recorder:
+        keras_args = [variable] + [tf.constant(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else _as_keras(a)
+                                   for a in args[1:]]
+        out = _keras_function(name)(*keras_args, **{k: _as_keras(v) for k, v in kwargs.items()})
+        total = tf.reduce_sum(tf.cast(out, tf.float64) * weights)
+    expected = recorder.gradient(total, variable)
+    expected = np.zeros_like(first) if expected is None else expected.numpy()
+    assert np.allclose(exact, expected, rtol=1e-5, atol=1e-6), np.abs(exact - expected).max()
+
+
+def test_exact_gelu_needs_scipy_and_scipy_is_declared():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(d.replace(" ", "").startswith("scipy") for d in project["dependencies"])
+    value = ops.activation(np.array([-1.0, 0.5]), "gelu")
+    assert np.allclose(value, keras.activations.gelu(np.array([-1.0, 0.5], np.float32)).numpy(), atol=1e-6)
+
+
+# --------------------------------------------------------------------------- a real layer, traced and replayed
+
+
+class MaskedMean(keras.layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        weights = keras.ops.cast(keras.ops.expand_dims(mask, -1), inputs.dtype)
+        total = keras.ops.sum(inputs * weights, axis=1)
+        return keras.ops.divide(total, keras.ops.sum(weights, axis=1))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+class Unlisted(keras.layers.Layer):
+    def call(self, inputs):
+        return keras.ops.cumsum(inputs, axis=1)[:, -1]
+
+
+def _traced(pool):
+    """(observation, values, inputs, masks) of Embedding(mask_zero) -> Dense -> pool, as the parent gets it."""
+    tokens = np.array([[3, 4, 5, 0], [1, 2, 0, 0]], dtype="int32")
+    inputs = keras.Input(shape=(4,), dtype="int32")
+    x = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
+    x = keras.layers.Dense(4)(x)
+    model = keras.Model(inputs, pool(x))
+    registry = Registry()
+    model(tokens)
+    values = {}
+    for variable in model.weights:
+        value = RNG.normal(size=tuple(variable.shape))
+        variable.assign(value.astype("float32"))
+        values[str(registry.variable(variable))] = value
+    tracer = CallTracer(model, registry)
+    with tracer:
+        output = model(tokens)
+    observation = {"trace": tracer.events, "output": np.asarray(output)}
+    observation = wire.loads(wire.dumps(to_plain(observation)))  # as it crosses to the parent
+    return observation, values, {"tokens": tokens}, {"padding": tokens != 0}
+
+
+@pytest.fixture(scope="module")
+def masked_mean():
+    return _traced(MaskedMean())
+
+
+def _ops_event(observation):
+    return next(e for e in observation["trace"] if e.get("ops"))
+
+
+def test_a_masked_mean_layer_is_followed_op_by_op(masked_mean):
+    observation, values, inputs, masks = masked_mean
+    event = _ops_event(observation)
+    assert [r["op"] for r in event["ops"]] == ["expand_dims", "cast", "multiply", "sum", "sum", "divide"]
+    assert event["ops"][0]["line"] and "expand_dims" in event["ops"][0]["code"]
+    program = replay.build(observation, values, inputs, masks)
+    assert [s.kind for s in program.steps][-1] == "ops"
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-5)
+
+
+def test_the_masked_means_gradients_are_exact(masked_mean):
+    from grader.judge import analysis
+
+    observation, values, inputs, masks = masked_mean
+    program = replay.build(observation, values, inputs, masks)
+    kernel = next(k for k, v in values.items() if v.shape == (4, 4))
+    exact = analysis.exact_gradients(lambda vals: program.run(vals, inputs), values, [kernel],
+                                     analysis.weighted_sum(np.ones((2, 4))))[kernel]
+    table = next(v for v in values.values() if v.shape == (10, 4))
+    tokens = inputs["tokens"]
+    real = (tokens != 0).astype(float)[..., None]
+    embedded = table[tokens]
+    # d/dW of sum(mean over real positions of (e W + b)) is the masked mean of e, for every column
+    expected = np.repeat(((embedded * real).sum(1) / real.sum(1)).sum(0)[:, None], 4, axis=1)
+    assert np.allclose(exact, expected)
+
+
+def test_a_mask_the_parent_did_not_choose_is_refused(masked_mean):
+    observation, values, inputs, _ = masked_mean
+    with pytest.raises(replay.ReplayFailed, match="not the padding mask"):
+        replay.build(observation, values, inputs, {"padding": np.ones((2, 4), dtype=bool)})
+
+
+def _forged(masked_mean, change):
+    observation = copy.deepcopy(masked_mean[0])
+    change(_ops_event(observation))
+    return observation
+
+
+def test_a_forged_op_output_is_refused(masked_mean):
+    def change(event):
+        event["ops"][-1]["output"] = event["ops"][-1]["output"] * 1.5
+    with pytest.raises(replay.ReplayFailed, match="does not give what the layer recorded"):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_an_op_renamed_with_its_outputs_kept_is_refused(masked_mean):
+    def change(event):
+        event["ops"][3]["op"] = "mean"  # claims a mean where a sum ran
+    with pytest.raises(replay.ReplayFailed):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_an_op_claimed_but_not_run_is_refused(masked_mean):
+    def change(event):  # an extra op that would pool over every position, said to give the real output
+        claimed = {"op": "mean", "args": [{"op": 2}], "kwargs": {"axis": {"value": 1}}, "line": 1, "code": "",
+                   "output": event["ops"][-1]["output"]}
+        event["ops"].append(claimed)
+        event["result"] = {"op": len(event["ops"]) - 1}
+    with pytest.raises(replay.ReplayFailed, match="does not give what the layer recorded"):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_a_result_from_an_op_that_never_ran_is_refused(masked_mean):
+    def change(event):
+        event["result"] = {"op": 99}
+    with pytest.raises(replay.ReplayFailed, match="did not run"):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_a_cast_claimed_to_hide_a_constant_output_is_refused(masked_mean):
+    def change(event):  # the right answer, computed by the child, passed off as a constant the layer cast
+        event["ops"] = [{"op": "cast", "args": [{"constant": event["output"]}, {"value": "float32"}], "kwargs": {},
+                         "line": 1, "code": "", "output": event["output"]}]
+        event["result"] = {"op": 0}
+    with pytest.raises(replay.ReplayFailed, match="constant tensor larger"):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_a_cast_whose_source_is_not_a_recorded_tensor_is_refused(masked_mean):
+    def change(event):
+        event["ops"][1]["args"][0] = {"unknown": [2, 4, 1]}
+    with pytest.raises(replay.ReplayFailed, match="did not see being made"):
+        replay.build(_forged(masked_mean, change), *masked_mean[1:])
+
+
+def test_an_operation_outside_the_allow_list_is_named_with_its_line():
+    observation, values, inputs, masks = _traced(Unlisted())
+    with pytest.raises(replay.ReplayFailed, match=r"keras\.ops\.cumsum \(line \d+ of your file: .*cumsum"):
+        replay.build(observation, values, inputs, masks)
+
+
+def test_a_reshape_to_a_huge_array_is_refused_before_it_is_made():
+    event = {"ops": [{"op": "ones_like", "args": [{"source": "x"}], "kwargs": {}},
+                     {"op": "reshape", "args": [{"op": 0}, {"list": [{"value": -1}]}], "kwargs": {}}],
+             "result": {"op": 1}}
+    tape.run(event, {"x": np.ones((3, 4))})
+    budget.reset()
+    budget.BUDGET, saved = 10, budget.BUDGET
+    try:
+        with pytest.raises(budget.TooLarge):
+            tape.run(event, {"x": np.ones((30, 40))})
+    finally:
+        budget.BUDGET = saved
+
+
+def test_malformed_op_records_are_refused_not_raised():
+    for records in ([1], [{"op": "add"}], [{"op": "add", "args": [{"op": 0}], "kwargs": {}}],
+                    [{"op": "add", "args": [{"op": True}], "kwargs": {}}],
+                    [{"op": "add", "args": [{"list": [{"list": [{"list": [{"list": [{"list": []}]}]}]}]}],
+                      "kwargs": {}}],
+                    [{"op": "reshape", "args": [{"source": "x"}, {"value": "big"}], "kwargs": {}, "output": None}]):
+        with pytest.raises(replay.ReplayFailed):
+            tape.verify({"ops": records, "result": {"op": 0}}, {"x": np.ones((2, 2))}, "layer", replay.close)
