@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grader import cli, exercises
+from grader.cli.common import nearest
 
 WIDTH = 80
 HELPS = [["--help"]] + [[command, "--help"] for command in cli.COMMANDS]
@@ -79,7 +80,7 @@ def test_no_suggestion_when_nothing_is_nearest(name, tmp_path, monkeypatch, caps
 
 
 def test_nearest_picks_the_best_and_at_most_two_ties():
-    assert cli.nearest("exercse3", list(exercises.EXERCISES)) == ["exercise3"]
-    assert cli.nearest("exercise9", list(exercises.EXERCISES)) == []
-    assert cli.nearest("hnit", ["init", "hint", "list"]) == ["init", "hint"]
-    assert cli.nearest("zzz", ["init", "hint"]) == []
+    assert nearest("exercse3", list(exercises.EXERCISES)) == ["exercise3"]
+    assert nearest("exercise9", list(exercises.EXERCISES)) == []
+    assert nearest("hnit", ["init", "hint", "list"]) == ["init", "hint"]
+    assert nearest("zzz", ["init", "hint"]) == []

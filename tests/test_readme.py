@@ -12,7 +12,7 @@ from grader import exercises
 
 ROOT = exercises.PROJECT_ROOT
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "CONTRIBUTING.md"]
 STUDENT_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/grade exercise1"
 TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest"
 
@@ -74,7 +74,7 @@ def test_every_link_leads_to_a_file_and_heading_that_exist(document):
 
 def test_the_readme_links_every_guide():
     for document in DOCS:
-        assert f"docs/{document.name}" in README or f"]({document.name})" in (ROOT / "docs" / "instructors.md").read_text(), document.name
+        assert f"{document.relative_to(ROOT).as_posix()}" in README or f"]({document.name})" in (ROOT / "docs" / "instructors.md").read_text(), document.name
 
 
 def test_the_readme_picture_is_current():

@@ -174,7 +174,7 @@ def test_watch_grades_each_new_content_once_whenever_it_was_saved(tmp_path):
     from rich.console import Console
     from watchfiles import Change
 
-    from grader.cli import watch_loop
+    from grader.cli.grading import watch_loop
 
     submission = tmp_path / "exercise3.py"
     submission.write_text("version 1")
@@ -213,7 +213,7 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
     from rich.console import Console
 
     from grader.integrations import batch
-    from grader import cli
+    from grader.cli import grading as cli
     from grader.api import Settings, grade
 
     monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
@@ -282,7 +282,8 @@ def test_watch_mode_shows_each_report_in_place_under_one_status_line(tmp_path, m
     from rich.console import Console
     from watchfiles import Change
 
-    from grader import cli, api as grading
+    from grader import api as grading
+    from grader.cli import grading as cli
     from grader.verdict import CheckResult, summarise
 
     verdict = summarise("exercise3", str(tmp_path / "exercise3.py"), [

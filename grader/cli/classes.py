@@ -1,0 +1,340 @@
+"""The instructor's commands: ``grade batch``, ``merge``, ``class-report``, ``nbgrader-course`` and
+``gradescope-autograder``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from .. import exercises
+from ..verdict import EXIT_ERROR
+from .common import _exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say, shown
+
+
+def batch_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade batch",
+        description="Grade every submission of an exercise under the paths given. In nbgrader's layout (a "
+                    "course folder, its submitted/ folder, or folders in it) only "
+                    "submitted/<student>/<exercise>/ is graded, one file per student, the student being the id; "
+                    "other assignments and stray files are listed and skipped. Elsewhere every .py or .ipynb "
+                    "file is graded. TensorFlow is imported once; each submission runs in its own forked child "
+                    "with the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv, "
+                    "gradescope/<id>/results.json, run.json (the run's manifest) and report.html (the class "
+                    "at a glance) into --out.",
+        epilog="exit codes: 0 every submission found was graded (and, with --gradebook, stored), whatever its "
+               "score; 2 nothing to grade, a bad option, or some result not stored in the gradebook.",
+    )
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="submission files or folders, or an nbgrader course folder (default: the --gradebook "
+                             "course)")
+    parser.add_argument("--exercise", required=True, help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for the results: new or empty, unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results of an earlier run in --out (other files there are kept)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="submissions graded at once (default: twice the cores available)")
+    parser.add_argument("--gradebook", type=Path, metavar="COURSE",
+                        help="then autograde, in nbgrader's sense, the notebooks of COURSE/submitted/ from these "
+                             "verdicts without executing them again: scores in COURSE/gradebook.db, notebooks in "
+                             "COURSE/autograded/, so nbgrader export and generate_feedback work (the assignment "
+                             "must have been generated there)")
+    parser.add_argument("--shard", metavar="K/N", default=None,
+                        help="grade only share K of N of the class, cut by id the same way on every machine "
+                             "(1/3, 2/3, 3/3); grade merge joins the shares' results")
+    add_settings_arguments(parser)
+    add_visibility_argument(parser)
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+    settings = resolve_settings(args, parser)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    from ..integrations.shards import WHOLE, ShardError, parse_shard
+
+    try:
+        shard = parse_shard(args.shard) if args.shard is not None else WHOLE
+    except ShardError as exc:
+        parser.error(str(exc))
+    if shard != WHOLE and args.gradebook is not None:
+        parser.error("--gradebook stores a whole class: grade the shards without it, grade merge them, then "
+                     "store the merged class with one grade batch --gradebook run")
+    paths = args.paths or ([args.gradebook] if args.gradebook is not None else [])
+    if not paths:
+        parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
+    if args.gradebook is not None:  # refused before grading, not after
+        _require_instructor_tools(parser, "grade batch --gradebook")
+        from ..integrations.gradebook import course_config
+
+        try:
+            course_config(args.gradebook, exercise.id)
+        except (FileNotFoundError, LookupError) as exc:
+            parser.error(f"--gradebook: {exc}")
+
+    from ..integrations.batch import (LayoutError, ResultsFolderError, class_ids, cut, finish_run,
+                                     prepare_results_folder, survey)
+
+    try:
+        whole = survey(paths, exercise.id)
+        prepare_results_folder(args.out, args.force)
+    except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
+        parser.error(str(exc))
+    found = cut(whole, shard)
+
+    from rich.console import Console
+
+    console = Console()
+    for course, submitted in found.searched:
+        say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
+    if found.skipped:
+        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
+        for skipped in found.skipped:
+            say(console, f"  {skipped.path}: {skipped.why}")
+    if not whole.submissions and not whole.refused:
+        say(console, f"No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.", "red")
+        return EXIT_ERROR
+    if shard != WHOLE:
+        say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
+                     f"{len(class_ids(whole))} submissions.")
+    from ..integrations.platforms import gradescope_visibility
+
+    with gradescope_visibility(args.gradescope_visibility):
+        settings = dataclasses.replace(settings, private=tuple(found.private()))
+        results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
+
+    from ..integrations.course import manual_note
+    from ..report import batch_summary
+    from ..integrations.shards import manifest
+
+    sandboxes = [r.verdict.context.get("sandbox") for r in results]
+    finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
+                                  sandboxes))
+    console.print(batch_summary(results, args.out.resolve()))
+    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
+    note = manual_note(exercise.id)
+    if note:
+        console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
+    if args.gradebook is not None:
+        return store_in_gradebook(args.gradebook, exercise.id, results, console)
+    return 0
+
+
+def merge_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade merge",
+        description="Join the results folders of every shard of a class (grade batch --shard K/N) into one "
+                    "results folder, the same as grading the class in one run: verdicts.jsonl, summary.csv, "
+                    "gradescope/, run.json and report.html. Refused: overlapping or missing shards, mixed "
+                    "seeds, grader versions or settings, a shard that did not finish.",
+        epilog="exit codes: 0 merged; 2 the shards cannot be merged, or a bad option.")
+    parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder of each shard")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for the merged results: new or empty, unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results of an earlier run in --out (other files there are kept)")
+    args = parser.parse_args(argv)
+    from ..integrations.batch import ResultsFolderError, prepare_results_folder
+    from ..integrations.class_report import write_report
+    from ..integrations.shards import ShardError, check_mergeable, merge
+
+    out = args.out.resolve()
+    if any(out == folder.resolve() for folder in args.folders):
+        parser.error(f"--out {args.out} is one of the shards: merge into a folder of its own")
+    try:
+        check_mergeable(args.folders)
+        prepare_results_folder(args.out, args.force)
+        merged = merge(args.folders, args.out)
+    except (ShardError, ResultsFolderError) as exc:
+        parser.error(str(exc))
+    write_report(args.out)
+    from rich.console import Console
+
+    say(Console(), f"Merged {len(args.folders)} shard(s), {len(merged['class'])} submissions of "
+                   f"{merged['exercise']}, into {out} (report.html: the class at a glance).")
+    return 0
+
+
+def class_report_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade class-report",
+        description="Write report.html again into each results folder of grade batch or grade merge, from its "
+                    "verdicts.jsonl, summary.csv and run.json: one static page (no script, nothing fetched) "
+                    "with the score distribution, each check's pass rate by topic, the most common "
+                    "mistakes, the submissions that could not be graded, and time per grading.",
+        epilog="exit codes: 0 every report written; 2 a folder holds no results.")
+    parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder")
+    args = parser.parse_args(argv)
+    from ..integrations.class_report import write_report
+    from ..integrations.results import ResultsError, read_results
+
+    try:
+        every = [(folder, read_results(folder)) for folder in args.folders]  # all readable before any is written
+    except ResultsError as exc:
+        parser.error(str(exc))
+    from rich.console import Console
+
+    console = Console()
+    for folder, results in every:
+        say(console, f"{write_report(folder, results)}: {len(results.verdicts)} submissions")
+    return 0
+
+
+def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> list:
+    """Grade what ``survey`` found, with a progress bar; refused submissions become error rows."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..integrations.batch import Outputs, refused_result, run_batch, write_result
+
+    refused = [refused_result(exercise_id, submission) for submission in found.refused]
+    counts = {"passed": 0, "failed": 0, "error": len(refused)}
+
+    def describe() -> str:
+        return (f"[green]{counts['passed']} passed[/green]  [red]{counts['failed']} failed[/red]  "
+                f"[magenta]{counts['error']} error[/magenta]")
+
+    graded: list = []
+    with Progress(TextColumn(f"Grading {exercise_id}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(describe(), total=len(found.submissions) + len(refused), completed=len(refused))
+
+        def advance(result):
+            counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
+            progress.update(task, advance=1, description=describe())
+
+        try:
+            if found.submissions:
+                graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance)
+        finally:  # the refused rows join the results folder, even after an interrupted run
+            with Outputs(out, append=bool(found.submissions)) as outputs:
+                for result in refused:
+                    write_result(outputs, result)
+    return refused + graded
+
+
+def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ..integrations.gradebook import store
+    from ..integrations.course import manual_points
+
+    with Progress(TextColumn("Storing in the gradebook"), BarColumn(), MofNCompleteColumn(),
+                  console=console) as progress:
+        task = progress.add_task("", total=len(results))
+        try:
+            stored = store(course, exercise_id, results, on_student=lambda _: progress.advance(task))
+        except (FileNotFoundError, LookupError) as exc:
+            say(console, f"Scores not stored in the gradebook: {exc}", "red")
+            return EXIT_ERROR
+    for student, why in stored.skipped:
+        console.print(f"[yellow]Not stored for {shown(student)}:[/yellow] {shown(why)}", highlight=False,
+                      soft_wrap=True)
+    for student, why in stored.failed:
+        console.print(f"[red]nbgrader could not autograde {shown(student)}:[/red] {shown(why)}", highlight=False,
+                      soft_wrap=True)
+    course = course.resolve()
+    say(console, f"Autograded {len(stored.students)} student(s) into {course}: scores in gradebook.db, notebooks "
+                 f"in autograded/. There, `nbgrader export` writes grades.csv and "
+                 f"`nbgrader generate_feedback {exercise_id}` the feedback.")
+    manual = manual_points(exercise_id)
+    if manual and stored.students:
+        console.print(f"Each of them also has {manual:g} points of written answer to grade by hand in formgrader: "
+                      f"until then nbgrader's totals hold the autograded score only.")
+    if not stored.complete:
+        console.print(f"[red]{len(stored.skipped) + len(stored.failed)} result(s) are not in the gradebook.[/red]")
+        return EXIT_ERROR
+    return 0
+
+
+def _require_instructor_tools(parser: argparse.ArgumentParser, command: str) -> None:
+    """Exit 2 with the install line when the instructor extra is missing."""
+    from ..extras import missing_instructor_tools
+
+    why = missing_instructor_tools(command)
+    if why:
+        parser.exit(EXIT_ERROR, f"{why}\n")
+
+
+def course_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade nbgrader-course",
+        description="Write an nbgrader course: nbgrader_config.py and source/<exercise>/<exercise>.ipynb for "
+                    "every exercise (or those of --exercises). Other files in the folder, notebooks of your "
+                    "own included, are left alone. Then, in that folder: nbgrader generate_assignment "
+                    "exercise3, and after collecting: nbgrader autograde exercise3.",
+        epilog="Release exercise5 only after exercise1 and exercise3 are due: its answer cell carries their "
+               "reference layers.",
+    )
+    parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
+    parser.add_argument("--exercises", nargs="+", metavar="EXERCISE",
+                        help=f"write only these exercises (default: all of {', '.join(exercises.EXERCISES)})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace course files that differ from what would be written, keeping a copy of "
+                             "each in FOLDER/backups/<time>/")
+    args = parser.parse_args(argv)
+    _require_instructor_tools(parser, "grade nbgrader-course")
+    chosen = None
+    if args.exercises:
+        chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
+
+    from ..integrations.course import CourseError, update_course
+
+    try:
+        update = update_course(args.folder, chosen, force=args.force)
+    except CourseError as exc:
+        parser.error(str(exc))
+    for path in update.written:
+        print(f"wrote {path}")
+    for path in update.unchanged:
+        print(f"unchanged {path}")
+    for replaced, backup in update.backups:
+        print(f"kept the earlier {replaced.name} as {backup}")
+    for note in update.notes:
+        print(f"Note: {note}")
+    first = (chosen or list(exercises.EXERCISES))[0]
+    print(f"Next: cd {args.folder.resolve()} && nbgrader generate_assignment {first}")
+    return 0
+
+
+def autograder_command(argv: list[str]) -> int:
+    from ..integrations import autograder_zip
+    from ..integrations.platforms import DEFAULT_VISIBILITY, VISIBILITIES
+
+    parser = argparse.ArgumentParser(
+        prog="grade gradescope-autograder",
+        description="Build the autograder zip of a Gradescope programming assignment: setup.sh and "
+                    "run_autograder at its root, this package as a wheel and every dependency pinned to the "
+                    "version installed here. Upload it in the assignment's Configure Autograder page; each "
+                    "submission (a .py file or an .ipynb notebook) is then graded as `grade` grades it.",
+        epilog="In the assignment's Autograder Settings choose at least 1.0 CPU and 1.5 GB of RAM: grading "
+               "holds about 0.7 GB, too close to the default 768 MB. The default timeout of 10 minutes is enough.",
+    )
+    parser.add_argument("exercise", help=f"the exercise the assignment grades: {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("--out", required=True, type=Path, metavar="ZIP", help="the zip file to write")
+    parser.add_argument("--visibility", choices=VISIBILITIES, default=DEFAULT_VISIBILITY, metavar="V",
+                        help=f"when students see the checks: {', '.join(VISIBILITIES)} (default "
+                             f"{DEFAULT_VISIBILITY}); whether the file could be graded at all is always visible")
+    parser.add_argument("--timeout", type=float, default=autograder_zip.DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="wall-clock limit of the process running a submission (default "
+                             f"{autograder_zip.DEFAULT_TIMEOUT:g}: Gradescope's default half CPU imports "
+                             "TensorFlow slowly)")
+    parser.add_argument("--memory", type=int, default=autograder_zip.DEFAULT_MEMORY_MB, metavar="MB",
+                        help=f"memory limit of that process (default {autograder_zip.DEFAULT_MEMORY_MB})")
+    parser.add_argument("--force", action="store_true", help="overwrite ZIP if it exists")
+    args = parser.parse_args(argv)
+    exercise = _exercise_choice(parser, args.exercise)
+    if args.timeout < 1:
+        parser.error(f"--timeout must be at least 1, got {args.timeout:g}")
+    if args.memory < 512:
+        parser.error(f"--memory must be at least 512, got {args.memory}")
+    if args.out.suffix != ".zip":
+        parser.error(f"--out must name a .zip file, got {args.out}")
+    if args.out.exists() and not args.force:
+        parser.error(f"{args.out} exists; use --force to overwrite it")
+    built = autograder_zip.build_autograder_zip(exercise.id, args.out, visibility=args.visibility,
+                                                timeout=args.timeout, memory_mb=args.memory)
+    print(f"wrote {built.path.resolve()}: setup.sh, run_autograder, {built.wheel} and "
+          f"requirements.txt ({len(built.requirements)} pinned packages)")
+    print("Next: upload it in the assignment's Configure Autograder page; in Autograder Settings choose at "
+          "least 1.0 CPU and 1.5 GB of RAM.")
+    return 0

@@ -1,0 +1,124 @@
+"""What the commands share: choosing an exercise or a file, the grading settings, printing paths."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import exercises
+from .commands import COMMANDS
+
+
+def nearest(value: str, choices) -> list[str]:
+    """The choices closest to a mistyped ``value``: the best one, or the two that tie for best,
+    and none when nothing is close or too many tie (exercise9 is as near to exercise1 as to 5)."""
+    import difflib
+
+    scored = sorted(((difflib.SequenceMatcher(None, value.lower(), choice).ratio(), choice) for choice in choices),
+                    key=lambda pair: -pair[0])
+    if not scored or scored[0][0] < 0.6:
+        return []
+    best = [choice for score, choice in scored if score == scored[0][0]]
+    return best if len(best) <= 2 else []
+
+
+def _did_you_mean(value: str, commands: bool) -> str:
+    exercise_ids = list(exercises.EXERCISES)
+    found = nearest(value, exercise_ids + (list(COMMANDS) if commands else []))
+    shown = [name if name in exercise_ids else f"grade {name}" for name in found]
+    return f"\ndid you mean {' or '.join(shown)}?" if shown else ""
+
+
+def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
+    """An exercise by id, or by its number (3 for exercise3); a mistyped one gets the nearest
+    name suggested (and, for ``grade NAME``, the nearest command)."""
+    if value.isdigit() and f"exercise{int(value)}" in exercises.EXERCISES:
+        value = f"exercise{int(value)}"
+    if value not in exercises.EXERCISES:
+        parser.error(f"unknown exercise {value!r}{_did_you_mean(value, commands)}\n"
+                     f"exercises: {', '.join(exercises.EXERCISES)}, or a number"
+                     + ("\ncommands: grade --help lists them" if commands else ""))
+    return exercises.get(value)
+
+
+def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
+    """(exercise, path or None): `grade exercise3`, `grade 3`, or `grade exercises/exercise3.py` — a
+    file named after its exercise, graded as --submission would."""
+    import re
+
+    path = Path(value)
+    if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
+                                                           and not path.exists()):
+        return _exercise_choice(parser, value, commands=True), None
+    match = re.match(r"(exercise\d+)", path.stem)
+    if not match or match.group(1) not in exercises.EXERCISES:
+        parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "
+                     f"Use grade EXERCISE --submission {value}")
+    return exercises.get(match.group(1)), path
+
+
+def add_visibility_argument(parser) -> None:
+    from ..integrations.platforms import DEFAULT_VISIBILITY, VISIBILITIES
+
+    parser.add_argument("--gradescope-visibility", choices=VISIBILITIES, default=None, metavar="V",
+                        help=f"when students see the checks in Gradescope: {', '.join(VISIBILITIES)} "
+                             f"(default {DEFAULT_VISIBILITY}; whether the file could be graded at all "
+                             "is always visible)")
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=None,
+                        help="repeat a run's inputs and weight values (default: a fresh secret seed per run, "
+                             "shown in the report)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="wall-clock limit for running each submission (default 120)")
+    parser.add_argument("--memory", type=int, default=None, metavar="MB",
+                        help="memory limit of the process running each submission (default 4096)")
+
+
+def resolve_settings(args, parser):
+    """Each setting from its flag, else its environment variable, else the default;
+    a bad value is reported with where it came from."""
+    from ..api import DEFAULT_MEMORY_MB, DEFAULT_SEED, DEFAULT_TIMEOUT, Settings
+
+    def pick(flag_value, env_name, default, convert, minimum, flag):
+        if flag_value is not None:
+            value, source = flag_value, flag
+        elif os.environ.get(env_name):
+            source = f"environment variable {env_name}"
+            try:
+                value = convert(os.environ[env_name])
+            except ValueError:
+                parser.error(f"{source}={os.environ[env_name]!r} is not a number")
+        else:
+            return default
+        if value < minimum:
+            parser.error(f"{source} must be at least {minimum}, got {value}")
+        return value
+
+    return Settings(
+        seed=pick(args.seed, "GRADE_SEED", DEFAULT_SEED, int, 0, "--seed"),
+        timeout=pick(args.timeout, "GRADE_TIMEOUT", DEFAULT_TIMEOUT, float, 1, "--timeout"),
+        memory_mb=pick(args.memory, "GRADE_MEMORY_MB", DEFAULT_MEMORY_MB, int, 512, "--memory"),
+    )
+
+
+def shown(text) -> str:
+    """Text from a class's files (names, nbgrader's messages) for Rich markup: escaped and printable."""
+    from rich.markup import escape
+
+    from ..report import printable
+
+    return escape(printable(str(text)))
+
+
+def say(console, text: str, style: str | None = None) -> None:
+    """Print a message that carries paths, ids or names: its values are text (never Rich markup),
+    control characters are escaped, and it is not wrapped by Rich, so a path in it stays whole for
+    copying (the terminal folds a long line)."""
+    from rich.text import Text
+
+    from ..report import printable
+
+    console.print(Text(printable(str(text)), style=style or ""), soft_wrap=True, highlight=False)

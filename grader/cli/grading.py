@@ -1,0 +1,278 @@
+"""``grade EXERCISE``: grade a working copy or a submission, once or on every save (``--watch``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import exercises
+from ..verdict import EXIT_ERROR
+from .common import _exercise_or_file, add_settings_arguments, add_visibility_argument, resolve_settings, say
+
+
+USAGE = """\
+grade EXERCISE [--submission PATH] [--watch] [--json] [options]
+       grade COMMAND ...        (grade COMMAND --help says more)"""
+
+
+# One line per command, each an example: at most 80 columns (tests/test_help.py).
+DESCRIPTION = """\
+Grade your Transformer exercises: `grade exercise1` grades your working copy,
+exercises/exercise1.py, and shows what passed, what failed and why.
+
+for students:
+  grade init my-exercises    write a workspace: files to edit, instructions
+  grade list                 every exercise, where you stand, what to do next
+  grade exercise1            grade exercise 1 (also: grade 1)
+  grade exercise1 --watch    grade again each time you save the file
+  grade hint exercise1       the next hint (--all: every hint)
+  grade explain exercise3    measure why the encoder needs two norms
+
+for instructors:
+  grade nbgrader-course course                    an nbgrader course
+  grade batch submitted --exercise 3 --out res    grade a whole class
+  grade merge res-1 res-2 --out res               one class from its shards
+  grade class-report res                          rewrite res/report.html
+  grade gradescope-autograder 3 --out ag.zip      Gradescope's autograder
+  grade 3 --submission FILE --json                one file, JSON verdict"""
+
+
+EPILOG = """\
+exit codes: 0 every check passed, 1 some check failed, 2 the submission could
+not be graded.
+environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of
+--seed, --timeout and --memory; GRADE_STATE_DIR says where progress and hints
+are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
+
+
+def _grade_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grade", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("exercise", help=f"the exercise to grade: {', '.join(exercises.EXERCISES)}, its number, "
+                                         "or the path of an exercise file (exercises/exercise3.py)")
+    parser.add_argument("--submission", type=Path, metavar="PATH",
+                        help="grade this .py file or .ipynb notebook instead of your working copy; a folder: "
+                             "its only .py or .ipynb file, else the one named after the exercise")
+    parser.add_argument("--json", action="store_true", help="print only the JSON verdict on stdout")
+    parser.add_argument("--watch", action="store_true",
+                        help="grade again every time the file is saved (Ctrl-C to stop)")
+    parser.add_argument("--details", action="store_true",
+                        help="show the full header: seed, limits, versions and every sandbox measure")
+    parser.add_argument("--all-checks", action="store_true",
+                        help="list every check, passed ones included (by default a topic that passed is one line)")
+    add_settings_arguments(parser)
+    platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
+    platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
+                           help="also write the verdict as Gradescope's autograder results.json to FILE")
+    add_visibility_argument(platforms)
+    platforms.add_argument("--prairielearn-results", type=Path, metavar="FILE",
+                           help="also write the verdict as PrairieLearn's external grading results.json to FILE")
+    return parser
+
+
+def grade_command(argv: list[str]) -> int:
+    parser = _grade_parser()
+    args = parser.parse_args(argv)
+    exercise, named = _exercise_or_file(parser, args.exercise)
+    if named is not None:
+        if args.submission is not None:
+            parser.error(f"{args.exercise} is already a file to grade; leave out --submission")
+        args.submission = named
+    settings = resolve_settings(args, parser)
+    platform_results = args.gradescope_results or args.prairielearn_results
+    if args.json and args.watch:
+        parser.error("--watch shows the report after each save; it cannot be combined with --json")
+    if args.watch and platform_results:
+        parser.error("--watch cannot be combined with --gradescope-results or --prairielearn-results")
+    if args.gradescope_visibility and not args.gradescope_results:
+        parser.error("--gradescope-visibility applies to --gradescope-results FILE, which is missing")
+    note = None
+    if args.submission is not None:
+        submission = args.submission.resolve()
+    else:
+        submission = find_working_copy(exercise)
+        here = Path.cwd()
+        if submission is not None and not any(submission.is_relative_to(folder / "exercises")
+                                              for folder in (here, *here.parents)):
+            note = (f"No exercises/{exercise.id}.py in {here} or above: grading {submission}, the working copy "
+                    "of the clone this grader is installed from. Make a workspace of your own with `grade init DIR`.")
+        if submission is None:
+            parser.exit(EXIT_ERROR, f"grade: no working copy of {exercise.id}: there is no exercises/{exercise.id}.py "
+                                    f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
+                                    "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
+
+    if args.json or platform_results:
+        if note:
+            print(note, file=sys.stderr)
+        verdict = grade_and_write_results(exercise, submission, settings, args)
+        if args.json:
+            print(json.dumps(verdict.to_json(), indent=2))
+        else:
+            from rich.console import Console
+
+            from ..report import render
+
+            Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
+        return verdict.exit_code
+
+    from rich.console import Console
+
+    console = Console()
+    if note:
+        say(console, note, "yellow")
+    if submission.is_dir():
+        submission = _submission_in(exercise, submission, parser)
+    view = {"details": args.details, "all_checks": args.all_checks}
+    if args.watch:
+        return watch(exercise, submission, settings, console, view)
+    return grade_and_show(exercise, submission, settings, console, view=view).exit_code
+
+
+def grade_and_write_results(exercise, submission: Path, settings, args):
+    """Grade once, without a spinner, and write the results files asked for. A folder that
+    holds no single submission is an ungradable submission (exit code 2), reported in them too."""
+    import platform
+    import time
+
+    from ..integrations import platforms
+    from ..student import progress
+    from ..api import grade, max_points
+    from ..verdict import error_verdict
+
+    started = time.perf_counter()
+    if submission.is_dir():
+        try:
+            submission = platforms.find_submission(submission, exercise.id)
+        except platforms.SubmissionNotFound as exc:
+            context = {"title": exercise.title, "timeout": settings.timeout, "memory_mb": settings.memory_mb,
+                       "seed": settings.seed if settings.seed is not None else "none (nothing was graded)",
+                       "seed_given": settings.seed is not None, "python": platform.python_version()}
+            verdict = error_verdict(exercise.id, str(submission), str(exc), max_points(exercise.id), context)
+        else:
+            verdict = grade(exercise.id, submission, settings)
+    else:
+        verdict = grade(exercise.id, submission, settings)
+    seconds = time.perf_counter() - started
+    progress.record_verdict(verdict)
+    if args.gradescope_results:
+        platforms.write_json(args.gradescope_results, platforms.gradescope_results(
+            verdict, args.gradescope_visibility or platforms.DEFAULT_VISIBILITY, execution_time=seconds))
+    if args.prairielearn_results:
+        platforms.write_json(args.prairielearn_results, platforms.prairielearn_results(verdict))
+    return verdict
+
+
+def _submission_in(exercise, folder: Path, parser) -> Path:
+    from ..integrations.platforms import SubmissionNotFound, find_submission
+
+    try:
+        return find_submission(folder, exercise.id).resolve()
+    except SubmissionNotFound as exc:
+        parser.exit(EXIT_ERROR, f"grade: {exc}\n")
+
+
+def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None,
+                   view: dict | None = None):
+    """Grade and print the report; ``runner`` starts the child (a fresh process by default, a fork
+    of the warm worker in watch mode); ``view`` holds the report's options (``details``,
+    ``all_checks``). In watch mode the new report replaces the last one on the screen once it is
+    ready."""
+    from ..student import progress
+    from ..api import Grading
+    from ..report import render
+
+    with console.status(f"Grading {submission} …", spinner="dots"):
+        grading = Grading(exercise.id, submission, settings) if runner is None else \
+            Grading(exercise.id, submission, settings, runner=runner)
+        verdict = grading.finish()
+    progress.record_verdict(verdict)
+    verdict.context["watching"] = watching
+    if watching:
+        console.clear()
+    console.print(render(verdict, **(view or {})))
+    return verdict
+
+
+def watch(exercise, submission: Path, settings, console, view: dict | None = None) -> int:
+    """Grade now, then again after every save of ``submission``, until Ctrl-C."""
+    from watchfiles import watch as watch_files
+
+    if not submission.parent.is_dir():
+        say(console, f"Cannot watch {submission}: its folder does not exist.", "red")
+        return EXIT_ERROR
+    wakeups = watch_files(
+        submission.parent,
+        watch_filter=lambda _change, path: Path(path).resolve() == submission,
+        raise_interrupt=False,
+        yield_on_timeout=True,  # wake up at least once a second, events or not
+        rust_timeout=1000,
+    )
+    # A worker of the grader's own imports TensorFlow once; each grading is a fresh child forked
+    # from it, with the same confinement as a cold grading, so a re-grade skips the import.
+    from ..integrations.batch import Workers
+
+    workers = Workers()
+    try:
+        return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
+                                                                       watching=True, runner=workers, view=view),
+                          console)
+    finally:
+        workers.close()
+
+
+def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
+    """Grade once, then at each wake-up grade again if the file's content differs from the last graded.
+
+    The content decides, not the events: a save that lands while a grading runs, or before the
+    file watcher has started, is graded at the next wake-up; a save of the same text is not graded
+    twice; while the file is missing (an editor replacing it) nothing is graded.
+    """
+    import time
+
+    from ..student.progress import file_digest
+
+    graded = file_digest(submission)
+    started = time.monotonic()
+    verdict = grade_once()
+    _status(console, submission, time.monotonic() - started)
+    try:
+        for _changes in wakeups:
+            current = file_digest(submission)
+            if current is None or current == graded:
+                continue
+            graded = current
+            started = time.monotonic()
+            verdict = grade_once()  # kept before the status line: Ctrl-C after it returns this verdict's code
+            _status(console, submission, time.monotonic() - started)
+    except KeyboardInterrupt:
+        pass
+    return verdict.exit_code
+
+
+def _status(console, submission: Path, seconds: float) -> None:
+    """The one status line under a report in watch mode: when the file was saved, how long the
+    grading took."""
+    from datetime import datetime
+
+    try:
+        saved = "saved " + datetime.fromtimestamp(submission.stat().st_mtime).strftime("%H:%M:%S")
+    except OSError:
+        saved = "not on disk"
+    say(console, f"Watching {submission.name} · {saved} · graded in {seconds:.1f} s · save to grade again, "
+                 "Ctrl-C to stop.", "dim")
+    console.file.flush()
+
+
+def find_working_copy(exercise) -> Path | None:
+    """exercises/<id>.py in the current folder or above it; else, in a clone of the repository,
+    the clone's own; else (an installed wheel, outside any workspace) None."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        candidate = folder / "exercises" / f"{exercise.id}.py"
+        if candidate.is_file():
+            return candidate.resolve()
+    return None if exercises.INSTALLED_FROM_WHEEL else exercise.stub
