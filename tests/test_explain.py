@@ -33,7 +33,6 @@ from grader.explain.claims import (
 )
 from grader.explain.report import render, sparkline
 from grader.api import Settings
-from grader.integrations.course import WRITTEN_ANSWERS
 from grader.sandbox.process import ChildRun
 
 from .catalog import catalog
@@ -471,6 +470,6 @@ def test_explain_json_and_exit_codes(monkeypatch, capsys):
 def test_instructions_hints_and_written_question_point_to_grade_explain():
     assert "grade explain exercise3" in EXERCISE.instructions.read_text(encoding="utf-8")
     assert "grade explain exercise3" in EXERCISE.hints.read_text(encoding="utf-8")
-    assert "grade explain exercise3" in WRITTEN_ANSWERS["exercise3"].question
+    assert "grade explain exercise3" in exercises.get("exercise3").notebook.written_answer.question
     notebook = (exercises.PROJECT_ROOT / "solutions" / "nbgrader" / "source" / "exercise3" / "exercise3.ipynb")
     assert "grade explain exercise3" in notebook.read_text(encoding="utf-8")
