@@ -362,3 +362,43 @@ def test_malformed_op_records_are_refused_not_raised():
                     [{"op": "reshape", "args": [{"source": "x"}, {"value": "big"}], "kwargs": {}, "output": None}]):
         with pytest.raises(replay.ReplayFailed):
             tape.verify({"ops": records, "result": {"op": 0}}, {"x": np.ones((2, 2))}, "layer", replay.close)
+
+
+# --------------------------------------------------------------------------- Keras's own masked pooling
+
+
+@pytest.fixture(scope="module")
+def average_pool():
+    return _traced(keras.layers.GlobalAveragePooling1D())
+
+
+def _pool_event(observation):
+    return next(e for e in observation["trace"] if e.get("kind") == "average_pool")
+
+
+def test_a_masked_average_pool_is_recomputed_with_the_parents_own_mask(average_pool):
+    observation, values, inputs, masks = average_pool
+    program = replay.build(observation, values, inputs, masks)
+    step = program.of_kind("average_pool")[0]
+    assert step.constants["mask"] is masks["padding"]  # not the array the child sent
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-5)
+
+
+def test_a_pooling_mask_the_parent_did_not_choose_is_refused(average_pool):
+    """A claimed mask that hides a real position, with the pooling's output and the model's made to
+    fit it: every number agrees with the claim, and the claim is not the parent's mask."""
+    observation, values, inputs, masks = copy.deepcopy(average_pool)
+    event = _pool_event(observation)
+    claimed = masks["padding"].copy()
+    claimed[0, 0] = False
+    x = next(iter(event["inputs"].values())).astype(np.float64)
+    forged = ops.average_pool(x, claimed).astype(np.float32)
+    event["constants"]["mask"] = claimed
+    event["output"] = forged
+    observation["output"] = forged
+    with pytest.raises(replay.ReplayFailed, match="not the padding mask the grader chose"):
+        replay.build(observation, values, inputs, masks)
+    # a malformed one is refused before it is compared
+    event["constants"]["mask"] = np.zeros((2, 4), dtype=bool)
+    with pytest.raises(replay.ReplayFailed, match="malformed or hides every position"):
+        replay.build(observation, values, inputs, masks)

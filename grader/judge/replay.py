@@ -166,6 +166,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
             raise ReplayFailed(f"{label} raised {event['raised']}")
         params = _params(event, values, label) if kind != "ops" else {}
         constants = _constants(event, label) if kind != "ops" else {"tape": event}
+        if kind == "average_pool" and constants.get("mask") is not None:
+            # the claimed mask only names which of the parent's own masks the pooling used
+            constants = dict(constants, mask=_parent_mask(constants["mask"], masks, label))
         recorded = event.get("inputs")
         if not isinstance(recorded, dict) or not recorded:
             raise ReplayFailed(f"{label} has no recorded inputs")
@@ -325,13 +328,17 @@ def _known_masks(event: dict, masks: dict, label: str) -> dict:
     for name, value in received.items():
         if not isinstance(value, np.ndarray):
             raise ReplayFailed(f"{label}'s mask {str(name)[:40]!r} is malformed")
-        for known in masks.values():
-            if known.shape == value.shape and np.array_equal(known, value.astype(bool)):
-                found[str(name)] = ("mask", known)
-                break
-        else:
-            raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
+        found[str(name)] = ("mask", _parent_mask(value, masks, label))
     return found
+
+
+def _parent_mask(claimed: np.ndarray, masks: dict, label: str) -> np.ndarray:
+    """The padding mask the grader chose that ``claimed`` (a mask the child says a layer received)
+    is; ReplayFailed if it is none of them."""
+    for known in masks.values():
+        if known.shape == claimed.shape and np.array_equal(known, claimed.astype(bool)):
+            return known
+    raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
 
 
 def _ids(tensor: np.ndarray, params: dict, values: dict, label: str) -> np.ndarray:
