@@ -25,6 +25,7 @@ from .catalog import catalog
 
 EXERCISES = list(exercises.EXERCISES)
 STATUSES = {"passed", "failed", "skipped"}
+RAISED = "The grader could not finish this check"  # what the judge says of a check that raised (plugin.classify)
 JUDGE_SECONDS = 3600.0  # the checks' own limit is not what these tests measure: a busy machine must pass
 OUTPUT_CHECK = {"exercise5": "api.model"}  # the check that reports a broken output ("api.output_shape" else)
 # where a phase's data holds what the student's layer (or model) returned
@@ -115,7 +116,12 @@ def assert_every_check_ends_well(checks: dict, where) -> None:
     declared = {c["id"] for c in exercises.get(where[0]).declared_checks()}
     assert set(checks) == declared, where
     for check_id, result in checks.items():
-        assert result["status"] in STATUSES, (where, check_id, result["status"], result["message"][:500])
+        # a check that raised is the grader's fault, shown on the student's check: never
+        assert not result["message"].startswith(RAISED), (where, check_id, result["message"][:500])
+        if result["status"] == "error":  # evidence that does not exist, and why (the grading process's end)
+            assert result["message"].startswith("Not checked:"), (where, check_id, result["message"][:500])
+        else:
+            assert result["status"] in STATUSES, (where, check_id, result["status"], result["message"][:500])
         if result["status"] != "passed":
             assert result["message"].strip(), (where, check_id)
         if result["status"] == "skipped":

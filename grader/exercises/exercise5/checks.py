@@ -219,6 +219,9 @@ def check_training(evidence, model, job):
 
 @check("config.keras_file", "The model saves to .keras and loads back without help", "config", points=2)
 def check_keras_file(evidence):
+    build = evidence.partial("build") or {}
+    if build and not build.get("is_model"):
+        analysis.not_checked("build_classifier did not return a model", "api.model")
     error = evidence.error("saving") or {}
     if error and ("Could not locate" in error.get("message", "") or "custom_objects" in error.get("message", "")):
         fail(
