@@ -437,6 +437,7 @@ class ScaledGlue(keras.layers.Layer):
 class UnlistedGlue(keras.layers.Layer):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        self.supports_masking = True
         self.dense1 = keras.layers.Dense(4)
         self.dense2 = keras.layers.Dense(4)
 
