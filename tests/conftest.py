@@ -51,18 +51,53 @@ def catalog_verdicts(tmp_path_factory):
             path = folder / exercise.id / f"{name}.py"
             path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
+    from grader.api import Grading
     from grader.integrations.batch import Workers
-    from grader.api import grade_pairs
 
-    names = {path.resolve(): name for _, name, path in items}
     # forked from the batch's warm worker (TensorFlow imported once), as grade batch grades a class;
-    # tests/test_batch.py shows those verdicts equal a fresh grading process's
+    # tests/test_batch.py shows those verdicts equal a fresh grading process's. As grade_pairs does,
+    # with each grading's judge request kept (catalog_requests).
     workers = Workers()
+    verdicts, pending, queue = {}, [], list(items)
     try:
-        return {
-            (exercise_id, names[path]): verdict
-            for exercise_id, path, verdict in grade_pairs([(e, p) for e, _, p in items], jobs=WARM_JOBS,
-                                                          runner=workers)
-        }
+        while queue or pending:
+            while queue and len(pending) < WARM_JOBS:
+                exercise_id, name, path = queue.pop(0)
+                judges = _RecordingJudges(CATALOG_REQUESTS, (exercise_id, name))
+                pending.append(((exercise_id, name), Grading(exercise_id, path, runner=workers, judges=judges)))
+            key, grading = pending.pop(0)
+            verdicts[key] = grading.finish()
+        return verdicts
     finally:
+        for _, grading in pending:
+            grading.close()
         workers.close()
+
+
+CATALOG_REQUESTS: dict = {}  # (exercise, name) -> the judge request of its grading in catalog_verdicts
+
+
+class _RecordingJudges:
+    """This process's judges, keeping the request (the evidence and the numbers the grader drew)
+    a grading gives them."""
+
+    def __init__(self, store: dict, key):
+        self.store, self.key = store, key
+
+    def __call__(self):
+        from grader.judge.client import shared_judges
+
+        shared_judges()
+        return self
+
+    def start(self, request: bytes, checks_timeout: float):
+        from grader.judge.client import shared_judges
+
+        self.store[self.key] = request
+        return shared_judges().start(request, checks_timeout)
+
+
+@pytest.fixture(scope="session")
+def catalog_requests(catalog_verdicts):
+    """{(exercise, name): judge request} of every catalogued submission that got as far as its checks."""
+    return CATALOG_REQUESTS

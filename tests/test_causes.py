@@ -83,3 +83,27 @@ def test_platforms_and_notebook_cells_tell_each_cause_once():
     # the verdict keeps every check's own message: the grouping is how it is told
     assert [c.message.count("learns its own scale") for c in verdict.checks[1:4]] == [1, 1, 1]
     assert len(verdict.to_json()["checks"]) == 6
+
+
+def test_a_check_skipped_because_of_a_skipped_check_points_to_the_failure_at_the_end_of_the_chain():
+    from grader.judge.plugin import follow_causes
+
+    nan = "Not checked: your layer's output holds NaN or infinite values (see api.output_shape)."
+    unverified = "Not checked: the grader could not verify your layer's computation (see forward.decoder)."
+    results = follow_causes([
+        check("api.output_shape", "failed", 1, "Observed: NaN.\nExpected: finite numbers.\nWhy it matters: NaNs."),
+        check("weights.three_norms", "skipped", 2, unverified, "forward.decoder"),
+        check("forward.decoder", "skipped", 2, nan, "api.output_shape"),
+        check("mask.causal", "skipped", 2, "Not checked: a loop (see mask.lengths).", "mask.lengths"),
+        check("mask.lengths", "skipped", 1, "Not checked: a loop (see mask.causal).", "mask.causal"),
+        check("forward.inference", "skipped", 1, "Not checked: nothing failed (see config.keras_file).",
+              "config.keras_file"),
+        check("config.keras_file", "skipped", 1, "Not checked: the grader's limit."),
+    ])
+    by_id = {r.id: r for r in results}
+    assert [r.id for r in results][:3] == ["api.output_shape", "weights.three_norms", "forward.decoder"]
+    assert by_id["weights.three_norms"].cause == "api.output_shape" and by_id["weights.three_norms"].message == nan
+    assert by_id["forward.decoder"].message == nan
+    # a chain that comes back on itself, or ends at no failure, is left as it was
+    assert by_id["mask.causal"].cause == "mask.lengths" and by_id["mask.lengths"].cause == "mask.causal"
+    assert by_id["forward.inference"].cause == "config.keras_file"

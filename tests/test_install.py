@@ -158,3 +158,27 @@ def test_gradescope_setup_builds_an_image_whose_run_autograder_grades(tmp_path):
     assert [t["extra_data"]["status"] for t in results["tests"][1:]] == [
         c["status"] for topic in ("api", "weights", "gradients", "config", "mask", "forward")
         for c in verdict["checks"] if c["topic"] == topic]
+
+
+def test_every_replay_operation_runs_where_only_the_packages_metadata_installed_it(tmp_path):
+    """The judge's arithmetic needs more than the clone's environment may happen to hold (exact GELU
+    needs scipy): the wheel alone, with what its metadata declares, runs tests/test_op_tape.py —
+    every operation of the replay, GELU included, against Keras, values and gradients."""
+    wheel = build_wheel(tmp_path / "wheel")
+    venv = tmp_path / "venv"
+    env = environment(tmp_path, [str(venv / "bin"), BASE_PYTHON_BIN, *SYSTEM_PATH])
+    made = run([sys.executable, "-m", "venv", venv], tmp_path, env)
+    assert made.returncode == 0, made.stderr
+    installed = run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", wheel],
+                    tmp_path, env, INSTALL_TIMEOUT)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    checks = tmp_path / "checks"  # outside the clone: only the installed grader can be imported
+    checks.mkdir()
+    (checks / "test_op_tape.py").write_text((ROOT / "tests" / "test_op_tape.py").read_text(encoding="utf-8"),
+                                           encoding="utf-8")
+    where = run([venv / "bin" / "python", "-c", "import grader, scipy; print(grader.__file__)"], checks, env)
+    assert where.returncode == 0 and Path(where.stdout.strip()).is_relative_to(venv), where.stdout + where.stderr
+    tested = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_op_tape.py"],
+                 checks, env, INSTALL_TIMEOUT)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+    assert " passed" in tested.stdout and "skipped" not in tested.stdout, tested.stdout[-2000:]

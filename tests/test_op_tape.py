@@ -186,11 +186,11 @@ def test_an_operations_gradient_is_the_gradient_keras_computes(name, args, kwarg
 
 
 def test_exact_gelu_needs_scipy_and_scipy_is_declared():
-    import tomllib
-    from pathlib import Path
+    from importlib.metadata import requires
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
-    assert any(d.replace(" ", "").startswith("scipy") for d in project["dependencies"])
+    # the installed package's own metadata (tests/test_install.py runs this file where it is all there is)
+    declared = [d for d in requires("transformer-exercises") or [] if "extra ==" not in d]
+    assert any(d.replace(" ", "").startswith("scipy") for d in declared), declared
     value = ops.activation(np.array([-1.0, 0.5]), "gelu")
     assert np.allclose(value, keras.activations.gelu(np.array([-1.0, 0.5], np.float32)).numpy(), atol=1e-6)
 
@@ -362,3 +362,144 @@ def test_malformed_op_records_are_refused_not_raised():
                     [{"op": "reshape", "args": [{"source": "x"}, {"value": "big"}], "kwargs": {}, "output": None}]):
         with pytest.raises(replay.ReplayFailed):
             tape.verify({"ops": records, "result": {"op": 0}}, {"x": np.ones((2, 2))}, "layer", replay.close)
+
+
+# --------------------------------------------------------------------------- Keras's own masked pooling
+
+
+@pytest.fixture(scope="module")
+def average_pool():
+    return _traced(keras.layers.GlobalAveragePooling1D())
+
+
+def _pool_event(observation):
+    return next(e for e in observation["trace"] if e.get("kind") == "average_pool")
+
+
+def test_a_masked_average_pool_is_recomputed_with_the_parents_own_mask(average_pool):
+    observation, values, inputs, masks = average_pool
+    program = replay.build(observation, values, inputs, masks)
+    step = program.of_kind("average_pool")[0]
+    assert step.constants["mask"] is masks["padding"]  # not the array the child sent
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-5)
+
+
+def test_a_pooling_mask_the_parent_did_not_choose_is_refused(average_pool):
+    """A claimed mask that hides a real position, with the pooling's output and the model's made to
+    fit it: every number agrees with the claim, and the claim is not the parent's mask."""
+    observation, values, inputs, masks = copy.deepcopy(average_pool)
+    event = _pool_event(observation)
+    claimed = masks["padding"].copy()
+    claimed[0, 0] = False
+    x = next(iter(event["inputs"].values())).astype(np.float64)
+    forged = ops.average_pool(x, claimed).astype(np.float32)
+    event["constants"]["mask"] = claimed
+    event["output"] = forged
+    observation["output"] = forged
+    with pytest.raises(replay.ReplayFailed, match="not the padding mask the grader chose"):
+        replay.build(observation, values, inputs, masks)
+    # a malformed one is refused before it is compared
+    event["constants"]["mask"] = np.zeros((2, 4), dtype=bool)
+    with pytest.raises(replay.ReplayFailed, match="malformed or hides every position"):
+        replay.build(observation, values, inputs, masks)
+
+
+# --------------------------------------------------------------------------- operations between sublayers
+
+
+class GeluFeedForward(keras.layers.Layer):
+    """keras-io's feed-forward with the activation as an operation between its Dense layers."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.dense1 = keras.layers.Dense(6)
+        self.dense2 = keras.layers.Dense(4)
+
+    def call(self, inputs):
+        return self.dense2(keras.ops.gelu(self.dense1(inputs), approximate=False))
+
+
+class ScaledGlue(keras.layers.Layer):
+    """Glue of several operations, one of them on the layer's own input: a scaled residual."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.dense = keras.layers.Dense(4)
+        self.norm = keras.layers.LayerNormalization()
+
+    def call(self, inputs):
+        hidden = keras.ops.tanh(self.dense(inputs)) * 0.5
+        return self.norm(keras.ops.add(inputs, keras.ops.square(hidden)))
+
+
+class UnlistedGlue(keras.layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.dense1 = keras.layers.Dense(4)
+        self.dense2 = keras.layers.Dense(4)
+
+    def call(self, inputs):
+        return self.dense2(keras.ops.cumsum(self.dense1(inputs), axis=1))
+
+
+@pytest.fixture(scope="module")
+def gelu_feed_forward():
+    return _traced(GeluFeedForward())
+
+
+def test_an_operation_between_sublayers_is_followed(gelu_feed_forward):
+    observation, values, inputs, masks = gelu_feed_forward
+    program = replay.build(observation, values, inputs, masks)
+    kinds = [s.kind for s in program.steps]
+    assert kinds[-3:] == ["dense", "ops", "dense"], kinds
+    assert [r["op"] for r in program.steps[-2].event["ops"]] == ["gelu"]
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-5)
+
+
+def test_the_gradients_through_an_operation_between_sublayers_are_exact(gelu_feed_forward):
+    from grader.judge import analysis
+
+    observation, values, inputs, masks = gelu_feed_forward
+    program = replay.build(observation, values, inputs, masks)
+    kernel = next(k for k, v in values.items() if v.shape == (4, 6))
+    loss = analysis.weighted_sum(RNG.normal(size=(2, 4, 4)))
+    exact = analysis.exact_gradients(lambda vals: program.run(vals, inputs), values, [kernel], loss)[kernel]
+    numeric = np.zeros_like(values[kernel])
+    for index in np.ndindex(*values[kernel].shape):
+        moved = {k: v.copy() for k, v in values.items()}
+        moved[kernel][index] += 1e-6
+        back = {k: v.copy() for k, v in values.items()}
+        back[kernel][index] -= 1e-6
+        numeric[index] = (loss(program.run(moved, inputs)) - loss(program.run(back, inputs))) / 2e-6
+    assert np.allclose(exact, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_several_operations_of_glue_on_the_layers_own_input_are_followed():
+    observation, values, inputs, masks = _traced(ScaledGlue())
+    program = replay.build(observation, values, inputs, masks)
+    glue = program.of_kind("ops")
+    assert glue and [r["op"] for r in glue[-1].event["ops"]] == ["tanh", "multiply", "square", "add"]
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-5)
+
+
+def test_a_forged_operation_between_sublayers_is_refused(gelu_feed_forward):
+    observation = copy.deepcopy(gelu_feed_forward[0])
+    container = next(e for e in observation["trace"] if e.get("ops") and e["kind"] == "container")
+    (gelu,) = [r for r in container["ops"] if r["op"] == "gelu"]
+    kwargs = gelu["kwargs"]
+    gelu["op"], gelu["kwargs"] = "relu", {}  # claims a relu where a GELU ran, outputs kept
+    with pytest.raises(replay.ReplayFailed, match="does not give what the layer recorded"):
+        replay.build(observation, *gelu_feed_forward[1:])
+    gelu["op"], gelu["kwargs"] = "gelu", kwargs
+    gelu["args"][0] = {"event": 99}  # an input said to come from a layer that never ran
+    with pytest.raises(replay.ReplayFailed, match="did not recompute before them"):
+        replay.build(observation, *gelu_feed_forward[1:])
+
+
+def test_an_operation_between_sublayers_outside_the_allow_list_is_named_with_its_line():
+    observation, values, inputs, masks = _traced(UnlistedGlue())
+    with pytest.raises(replay.ReplayFailed, match=r"keras\.ops\.cumsum \(line \d+ of your file: .*cumsum"):
+        replay.build(observation, values, inputs, masks)

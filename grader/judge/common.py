@@ -203,11 +203,15 @@ def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> anal
     return observed
 
 
-def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward") -> None:
-    """Fail with why the call could not be verified (the forward check's job)."""
+def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward",
+                       shape: tuple | None = None) -> None:
+    """Fail with why the call could not be verified (the forward check's job). With ``shape`` (the
+    plain call's, which api.output_shape checks), an output of another shape is that check's failure."""
     if not isinstance(observed.output, np.ndarray):
         analysis.not_checked("the call did not return a tensor", "api.output_shape")
-    if not np.all(np.isfinite(observed.output)):
+    if shape is not None and tuple(observed.output.shape) != tuple(shape):
+        analysis.not_checked("your layer's output does not have the shape the exercise expects", "api.output_shape")
+    if observed.output.dtype.kind not in "biuf" or not np.all(np.isfinite(observed.output)):
         analysis.not_checked("your layer's output holds NaN or infinite values", "api.output_shape")
     fail(
         f"the grader could not recompute your layer's output from the layers it ran: {observed.failure}.",
@@ -565,7 +569,43 @@ def assert_config_own_keys(config: dict, expected: dict, class_name: str) -> Non
         )
 
 
-def assert_from_config(config_phase: dict) -> None:
+def _forward_fault(evidence) -> str | None:
+    """Why api.output_shape fails on the plain call's output (no tensor, NaN or inf), if it does:
+    a comparison of outputs made of the same layer then has nothing to compare."""
+    if evidence is None:
+        return None
+    data = evidence.partial("forward") or {}
+    observation = data.get("observation") if isinstance(data, dict) else None
+    output = observation.get("output") if isinstance(observation, dict) else None
+    if not isinstance(output, np.ndarray):
+        return "the call did not return a tensor"
+    if output.dtype.kind not in "biuf" or not np.all(np.isfinite(output)):
+        return "your layer's output holds NaN or infinite values"
+    return None
+
+
+def _assert_same_outputs(a, b, evidence, observed: str, expected: str, why: str) -> None:
+    """``a`` and ``b`` (the layer's outputs before and after a rebuild) are equal; when they are not
+    finite numbers because the layer's own output is not, the check is not checked and points to
+    api.output_shape, which reports that once."""
+    arrays = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    finite = arrays and a.dtype.kind in "biuf" and b.dtype.kind in "biuf" and bool(
+        np.all(np.isfinite(a)) and np.all(np.isfinite(b)))
+    if not finite:
+        fault = _forward_fault(evidence)
+        if fault is not None:
+            analysis.not_checked(fault, "api.output_shape")
+    if not arrays:
+        fail("call did not return a tensor, so the outputs cannot be compared.", "one tensor.",
+             "A layer maps tensors to a tensor, so layers can be stacked.")
+    if not finite:
+        fail(f"{observed}: the outputs hold NaN or infinite values.", "finite, identical outputs.", why)
+    if a.shape != b.shape or not np.allclose(a, b, atol=1e-5):
+        diff = f"by {float(np.abs(a - b).max()):.3g}" if a.shape == b.shape else f"shape {a.shape} vs {b.shape}"
+        fail(f"{observed} ({diff}).", expected, why)
+
+
+def assert_from_config(config_phase: dict, evidence=None) -> None:
     if config_phase["rebuilt_name"] != LAYER_NAME:
         config = config_phase.get("config") if isinstance(config_phase.get("config"), dict) else {}
         fail(
@@ -582,33 +622,19 @@ def assert_from_config(config_phase: dict) -> None:
             "the same shapes.",
             "A config that loses an argument rebuilds a different architecture.",
         )
-    a, b = config_phase["rebuilt_output"], config_phase["original_output"]
-    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
-        fail(
-            "call did not return a tensor, so the rebuilt layer's output cannot be compared.",
-            "one tensor.",
-            "See api.output_shape.",
-        )
-    if a.shape != b.shape or not np.allclose(a, b, atol=1e-5):
-        fail(
-            "with the weights copied over, the rebuilt layer computes different outputs.",
-            "identical outputs.",
-            "A layer rebuilt from its config must be the same function of its weights.",
-        )
+    _assert_same_outputs(
+        config_phase["rebuilt_output"], config_phase["original_output"], evidence,
+        "with the weights copied over, the rebuilt layer computes different outputs", "identical outputs.",
+        "A layer rebuilt from its config must be the same function of its weights.",
+    )
 
 
 def assert_keras_file(evidence) -> None:
     saving = evidence.phase("saving", "config.keras_file")
-    before, after = saving["before"], saving["after"]
-    if not isinstance(before, np.ndarray) or not isinstance(after, np.ndarray):
-        fail("the model did not return a tensor.", "a tensor.", "Saving needs a working model.")
-    if before.shape != after.shape or not np.allclose(before, after, atol=1e-5):
-        diff = np.abs(before - after).max() if before.shape == after.shape else "shape"
-        fail(
-            f"predictions differ after loading (by {diff}).",
-            "identical predictions.",
-            "A saved model that loads with other weights or another architecture silently changes.",
-        )
+    _assert_same_outputs(
+        saving["before"], saving["after"], evidence, "predictions differ after loading", "identical predictions.",
+        "A saved model that loads with other weights or another architecture silently changes.",
+    )
 
 
 # --------------------------------------------------------------------------- masks
@@ -897,6 +923,10 @@ def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
 def assert_mask_propagates(data: dict, output: np.ndarray, padding_mask: np.ndarray) -> None:
     """The pooled output (a GlobalAveragePooling1D after the layer) equals the masked average of the
     verified output: the padding mask reached the next layer."""
+    if output.ndim != 3 or output.shape[:2] != padding_mask.shape:
+        analysis.not_checked("your layer's output does not have the shape the exercise expects", "api.output_shape")
+    if not np.all(np.isfinite(output)):
+        analysis.not_checked("your layer's output holds NaN or infinite values", "api.output_shape")
     pooled = data.get("pooled")
     real = padding_mask.astype(np.float64)[..., None]
     masked_mean = (output * real).sum(axis=1) / real.sum(axis=1)

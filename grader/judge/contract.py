@@ -47,8 +47,8 @@ def config(class_name: str, dims: dict):
         assert_config_own_keys(config, dims, class_name)
 
     @check("config.from_config", "from_config rebuilds an identical layer", "config")
-    def check_from_config(config_phase):
-        assert_from_config(config_phase)
+    def check_from_config(config_phase, evidence):
+        assert_from_config(config_phase, evidence)
 
     @check("config.keras_file", "A model holding the layer survives .keras save and load", "config")
     def check_keras_file(evidence):

@@ -106,6 +106,27 @@ def cause_of(status: str, message: str, check_id: str) -> str | None:
     return found.group(1) if found and found.group(1) != check_id else None
 
 
+def follow_causes(results: list[CheckResult]) -> list[CheckResult]:
+    """One cause, one failure: a skipped check that points to a check that was itself skipped,
+    because of a third, points to that third, and says what the second says (the last step of the
+    chain names the failure). A chain that ends nowhere, or comes back on itself, is left as it is."""
+    from dataclasses import replace
+
+    by_id = {r.id: r for r in results}
+    followed = []
+    for result in results:
+        seen = {result.id}
+        step = by_id.get(result.cause) if result.cause else None
+        last = None
+        while step is not None and step.status == "skipped" and step.cause and step.id not in seen:
+            seen.add(step.id)
+            last, step = step, by_id.get(step.cause)
+        if last is not None and step is not None and step.status in ("failed", "error") and step.id != result.id:
+            result = replace(result, message=last.message, cause=last.cause)
+        followed.append(result)
+    return followed
+
+
 OUT_OF_MEMORY = "The grader could not judge this check's evidence within its memory limit."
 
 
@@ -258,4 +279,4 @@ def run_checks(module: Path, evidence, watchdog: Watchdog | None = None) -> list
             f"the checks in {module.name} could not be collected:\n" + "\n".join(collector.collection_errors)
             + sink.getvalue()[-2000:]
         )
-    return collector.results
+    return follow_causes(collector.results)

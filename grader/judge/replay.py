@@ -154,6 +154,7 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
     names = {("input", name): name for name in float_inputs}
     steps: list[Step] = []
     derived: list[Expr] = []
+    step_of_event: dict[int, int] = {}  # trace event index -> its step's index
     leaves = _leaves(events)
     for event in leaves:
         kind = event["kind"]
@@ -166,6 +167,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
             raise ReplayFailed(f"{label} raised {event['raised']}")
         params = _params(event, values, label) if kind != "ops" else {}
         constants = _constants(event, label) if kind != "ops" else {"tape": event}
+        if kind == "average_pool" and constants.get("mask") is not None:
+            # the claimed mask only names which of the parent's own masks the pooling used
+            constants = dict(constants, mask=_parent_mask(constants["mask"], masks, label))
         recorded = event.get("inputs")
         if not isinstance(recorded, dict) or not recorded:
             raise ReplayFailed(f"{label} has no recorded inputs")
@@ -179,7 +183,21 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
                 # ids as ints, or as floats Embedding casts back (a float keras.Input)
                 step_inputs[name] = ("ids", _ids(tensor, params, values, label))
             else:
-                expr = _match(tensor.astype(np.float64), terms, masks, names, f"the input {name!r} of {label}")
+                try:
+                    expr = _match(tensor.astype(np.float64), terms, masks, names, f"the input {name!r} of {label}")
+                except ReplayFailed:
+                    made = (event.get("input_ops") or {}).get(name) if isinstance(event.get("input_ops"), dict) \
+                        else None
+                    if made is None:
+                        raise
+                    glue = _glue_step(events, event, name, made, len(steps), terms, masks, names, step_of_event)
+                    steps.append(glue)
+                    terms[("step", glue.index)] = glue.event["output"].astype(np.float64)
+                    names[("step", glue.index)] = _label(glue.event)
+                    expr = Expr((("step", glue.index),))
+                    if not close(terms[("step", glue.index)], tensor.astype(np.float64)):
+                        raise ReplayFailed(f"the input {name!r} of {label} is not what the operations that made it "
+                                           "gave") from None
                 step_inputs[name] = expr
                 if len(expr.terms) > 1 or expr.relu or expr.mask or expr.scale != 1.0:
                     # a residual sum (say) that later steps may build on: x + a, then (x + a) + f
@@ -199,6 +217,7 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
             raise ReplayFailed(f"{label}'s output is not what a {event['class']} computes from its inputs and "
                                f"weights ({_difference(local, recorded_output)})")
         steps.append(step)
+        step_of_event[event["index"]] = step.index
         terms[("step", step.index)] = recorded_output.astype(np.float64)
         names[("step", step.index)] = label
     result = _match(output.astype(np.float64), terms, masks, names, "the layer's output")
@@ -210,6 +229,145 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         raise ReplayFailed(f"running the rebuilt computation from the call's inputs does not give its output "
                            f"({_difference(replayed, output)})")
     return program
+
+
+def _glue_step(events: list[dict], event: dict, name: str, made, index: int, terms: dict, masks: dict,
+               names: dict, step_of_event: dict) -> Step:
+    """The operations of the layer enclosing ``event`` that made its input ``name`` (``made``: the
+    child's reference to the op), as a step of kind "ops": the ops it needs, renumbered, with their
+    arguments traced to the enclosing layer's inputs and masks and to the outputs of earlier steps."""
+    parent = event.get("parent")
+    container = events[parent] if isinstance(parent, int) and 0 <= parent < len(events) else None
+    label = f"the operations of {_label(container)}" if container is not None else "an operation"
+    if container is None or not isinstance(container.get("ops"), list) or not isinstance(made, dict) or \
+            set(made) != {"op"} or not isinstance(made["op"], int) or isinstance(made["op"], bool) or \
+            not 0 <= made["op"] < len(container["ops"]):
+        raise ReplayFailed(f"the input {name!r} of {_label(event)} cannot be traced back to the operations that made it")
+    if len(container["ops"]) > tape.MAX_OPS or container.get("ops_truncated"):
+        raise ReplayFailed(f"{label} are more than the grader follows ({tape.MAX_OPS})")
+    needed, pending = set(), [made["op"]]
+    while pending:
+        position = pending.pop()
+        if position in needed:
+            continue
+        record = container["ops"][position]
+        if not isinstance(record, dict) or not isinstance(record.get("args"), list) or \
+                not isinstance(record.get("kwargs"), dict):
+            raise ReplayFailed(f"{label}: operation {position} is malformed")
+        needed.add(position)
+        for earlier in _op_references(record, label):
+            if not (isinstance(earlier, int) and not isinstance(earlier, bool) and 0 <= earlier < position):
+                raise ReplayFailed(f"{label}: operation {position} uses a result of an operation that did not run "
+                                   "before it")
+            pending.append(earlier)
+    order = sorted(needed)
+    renumbered = {old: new for new, old in enumerate(order)}
+    chosen = [_renumbered(container["ops"][old], renumbered) for old in order]
+    chosen = tape.check_form({"ops": chosen, "result": {"op": len(chosen) - 1}}, label)
+    sources: set[str] = set()
+    for record in chosen:
+        sources |= _source_names(record)
+    inputs: dict = {}
+    recorded: dict = {}
+    received = container.get("inputs") if isinstance(container.get("inputs"), dict) else {}
+    mask_arguments = _known_masks(container, masks, _label(container)) if any(
+        source in (container.get("masks") or {}) for source in sources) else {}
+    for source in sorted(sources):
+        if source.startswith("event "):
+            step = step_of_event.get(int(source.split()[1])) if source.split()[1].isdigit() else None
+            if step is None:
+                raise ReplayFailed(f"{label} use the output of a layer the grader did not recompute before them")
+            inputs[source] = Expr((("step", step),))
+            recorded[source] = terms[("step", step)]
+        elif source in mask_arguments:
+            inputs[source] = mask_arguments[source]
+            recorded[source] = mask_arguments[source][1]
+        elif isinstance(received.get(source), np.ndarray):
+            value = received[source]
+            if value.dtype.kind != "f":
+                raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the grader cannot trace")
+            inputs[source] = _match(value.astype(np.float64), terms, masks, names,
+                                    f"the argument {source[:40]!r} of {_label(container)}")
+            recorded[source] = value.astype(np.float64)
+        else:
+            raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the layer did not receive")
+    output = chosen[-1].get("output")
+    if not isinstance(output, np.ndarray) or output.dtype.kind != "f":
+        raise ReplayFailed(f"{label} did not make a floating-point tensor")
+    glue = {"index": container["index"], "class": container.get("class"), "kind": "ops", "ops": chosen,
+            "result": {"op": len(chosen) - 1}, "output": output}
+    tape.verify(glue, recorded, label, close)
+    return Step(index, glue, "ops", {}, {"tape": glue}, inputs)
+
+
+def _without_events(record):
+    """A record with its sublayer-output references as sources, so its form can be checked."""
+    if not isinstance(record, dict):
+        return record
+    return dict(record, args=[_event_as_source(a) for a in record.get("args") or []] if isinstance(
+        record.get("args"), list) else record.get("args"), kwargs={k: _event_as_source(v) for k, v in (
+            record.get("kwargs") or {}).items()} if isinstance(record.get("kwargs"), dict) else record.get("kwargs"))
+
+
+def _event_as_source(argument, depth: int = 0):
+    if depth > 4 or not isinstance(argument, dict) or len(argument) != 1:
+        return argument
+    (tag, value), = argument.items()
+    if tag == "event":
+        if not isinstance(value, int) or isinstance(value, bool):
+            return {"malformed": True}
+        return {"source": f"event {value}"}
+    if tag == "list" and isinstance(value, list):
+        return {"list": [_event_as_source(v, depth + 1) for v in value]}
+    return argument
+
+
+def _op_references(record: dict, label: str) -> set:
+    found: set = set()
+
+    def visit(argument, depth=0):
+        if depth > 4 or not isinstance(argument, dict) or len(argument) != 1:
+            raise ReplayFailed(f"{label}: an operation has a malformed argument")
+        (tag, value), = argument.items()
+        if tag == "op":
+            found.add(value if isinstance(value, int) else -1)
+        elif tag == "list" and isinstance(value, list):
+            for item in value[:64]:
+                visit(item, depth + 1)
+
+    for argument in list(record["args"]) + list(record["kwargs"].values()):
+        visit(argument)
+    return found
+
+
+def _renumbered(record: dict, renumbered: dict) -> dict:
+    def rewrite(argument):
+        argument = _event_as_source(argument)
+        (tag, value), = argument.items()
+        if tag == "op":
+            return {"op": renumbered[value]}
+        if tag == "list":
+            return {"list": [rewrite(item) for item in value]}
+        return argument
+
+    return dict(record, args=[rewrite(a) for a in record["args"]],
+                kwargs={k: rewrite(v) for k, v in record["kwargs"].items()})
+
+
+def _source_names(record: dict) -> set[str]:
+    found: set[str] = set()
+
+    def visit(argument):
+        (tag, value), = argument.items()
+        if tag == "source":
+            found.add(value)
+        elif tag == "list":
+            for item in value:
+                visit(item)
+
+    for argument in list(record["args"]) + list(record["kwargs"].values()):
+        visit(argument)
+    return found
 
 
 def validate_trace(trace) -> list[dict]:
@@ -325,13 +483,17 @@ def _known_masks(event: dict, masks: dict, label: str) -> dict:
     for name, value in received.items():
         if not isinstance(value, np.ndarray):
             raise ReplayFailed(f"{label}'s mask {str(name)[:40]!r} is malformed")
-        for known in masks.values():
-            if known.shape == value.shape and np.array_equal(known, value.astype(bool)):
-                found[str(name)] = ("mask", known)
-                break
-        else:
-            raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
+        found[str(name)] = ("mask", _parent_mask(value, masks, label))
     return found
+
+
+def _parent_mask(claimed: np.ndarray, masks: dict, label: str) -> np.ndarray:
+    """The padding mask the grader chose that ``claimed`` (a mask the child says a layer received)
+    is; ReplayFailed if it is none of them."""
+    for known in masks.values():
+        if known.shape == claimed.shape and np.array_equal(known, claimed.astype(bool)):
+            return known
+    raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
 
 
 def _ids(tensor: np.ndarray, params: dict, values: dict, label: str) -> np.ndarray:

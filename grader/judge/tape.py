@@ -352,6 +352,9 @@ def _check_argument(argument, position: int, label: str, depth: int = 0) -> None
     elif tag == "slice":
         if not isinstance(value, list) or len(value) != 3:
             raise ReplayFailed(f"{label}'s operation {position} has a malformed index")
+    elif tag == "event":
+        raise ReplayFailed(f"{label}'s operation {position} uses the output of a layer it calls, which the grader "
+                           "follows only between the Keras layers of a layer that calls them")
     elif tag == "unknown":
         raise ReplayFailed(f"{label}'s operation {position} uses a tensor the grader did not see being made "
                            "(by an operation other than keras.ops, or a weight)")

@@ -30,7 +30,8 @@ import numpy as np
 MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
 MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
 _NOT_OPERATIONS = {"convert_to_numpy", "shape", "dtype", "is_tensor", "standardize_dtype", "result_type",
-                   "core", "nn", "numpy", "image", "linalg", "math", "fft", "random"}
+                   "core", "nn", "numpy", "image", "linalg", "math", "fft", "random",
+                   "serialize", "deserialize", "get"}  # keras.activations' lookups: no tensor in, none out
 _OPERATORS = {  # tensor operator -> op name (the arguments swapped for the reflected ones)
     "__add__": ("add", False), "__radd__": ("add", True), "__sub__": ("subtract", False),
     "__rsub__": ("subtract", True), "__mul__": ("multiply", False), "__rmul__": ("multiply", True),
@@ -123,6 +124,17 @@ class OpTape:
             self._refs[id(output)] = {"op": len(self.records)}
             self._alive.append(output)
         self.records.append(record)
+
+    def known(self, value, reference: dict) -> None:
+        """Refer to ``value`` (a sublayer's output) as ``reference`` from now on."""
+        if value is not None and id(value) not in self._refs:
+            self._refs[id(value)] = reference
+            self._alive.append(value)
+
+    def producer(self, value) -> dict | None:
+        """The op record that made ``value``, as a reference, if one of this tape's did."""
+        known = self._refs.get(id(value))
+        return known if known is not None and "op" in known else None
 
     def result(self, output):
         """How the layer's output is referred to."""

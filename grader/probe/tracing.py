@@ -228,8 +228,15 @@ class CallTracer:
         }
         self.events.append(event)
         arguments = _bind(layer, args, kwargs)
+        enclosing = self._current_tape()
         if not inside:
             event["inputs"] = _tensor_arguments(arguments, kind)
+            if enclosing is not None and kind not in ("container", "opaque"):
+                # which of its inputs the enclosing layer's own operations made (glue between sublayers)
+                made = {name: enclosing.producer(value) for name, value in _tensor_objects(arguments).items()
+                        if name in event["inputs"]}
+                if any(made.values()):
+                    event["input_ops"] = {name: ref for name, ref in made.items() if ref is not None}
             params, constants = describe_call(layer, self.registry, kind, arguments)
             event["params"], event["constants"] = params, constants
             if kind == "attention":
@@ -263,6 +270,8 @@ class CallTracer:
         shape = getattr(first, "shape", None)
         event["output_shape"] = None if shape is None else [None if d is None else int(d) for d in shape]
         tape = event.pop("_tape", None)
+        if enclosing is not None and not inside:
+            enclosing.known(first, {"event": event["index"]})
         if not inside:
             event["output"] = array(first)
             if kind == "container" and not any(e.get("parent") == event["index"] for e in self.events):
@@ -270,6 +279,12 @@ class CallTracer:
             if event["kind"] == "opaque" and tape is not None:
                 event["ops"] = tape.records
                 event["result"] = tape.result(first)
+                event["ops_truncated"] = tape.truncated
+            elif tape is not None and any(e.get("input_ops") and e.get("parent") == event["index"]
+                                          for e in self.events):
+                # a layer that runs Keras layers and operations between them: the operations that made
+                # a sublayer's input, which the parent follows as it follows a custom layer's
+                event["ops"] = tape.records
                 event["ops_truncated"] = tape.truncated
             else:
                 event.pop("masks", None)

@@ -144,7 +144,7 @@ WHY = ("The sum carries both what each token is and where it stands; sequences s
 @check("forward.sum", "Adds token and position embeddings", "forward", points=3)
 def check_sum(plain, job, dims, values):
     if not plain.verified:
-        explain_unverified(plain, SUM)
+        explain_unverified(plain, SUM, shape=_tokens(job).shape + (dims["output_dim"],))
     if plain.identified_as is not None:
         if plain.identified_as == "correct":
             return

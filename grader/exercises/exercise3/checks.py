@@ -268,7 +268,7 @@ WHYS = {
 @check("forward.post_norm", "Computes the post-norm encoder", "forward", points=2)
 def check_post_norm(plain, job, values):
     if not plain.verified:
-        explain_unverified(plain, POST_NORM)
+        explain_unverified(plain, POST_NORM, shape=np.asarray(job["inputs"]).shape)
     if plain.identified_as is not None:  # found by the roles of its weights
         if plain.identified_as == "post_norm":
             return

@@ -361,7 +361,7 @@ WHYS = {
 @check("forward.decoder", "Computes the post-norm decoder", "forward", points=2)
 def check_decoder(plain, job, values):
     if not plain.verified:
-        explain_unverified(plain, DECODER)
+        explain_unverified(plain, DECODER, shape=np.asarray(job["inputs"]).shape)
     if plain.identified_as is not None:
         if plain.identified_as == "correct":
             return

@@ -110,6 +110,10 @@ def check_layers(predictions, dims, evidence):
     if not predictions.verified:
         if not isinstance(predictions.output, np.ndarray):
             analysis.not_checked("the model did not return a tensor", "api.model")
+        if predictions.output.shape != (evidence.public_job["input_shape"][0], 1):
+            analysis.not_checked("the model's predictions do not have the shape (batch, 1)", "api.model")
+        if predictions.output.dtype.kind != "f" or not np.all(np.isfinite(predictions.output)):
+            analysis.not_checked("the model's predictions hold NaN or infinite values", "api.model")
         # the grader's limit, not the student's mistake: not checked, and why, for the checks that follow
         raise pytest.skip.Exception(
             f"Not checked: the grader could not recompute the model's predictions from the layers and operations "
@@ -215,6 +219,9 @@ def check_training(evidence, model, job):
 
 @check("config.keras_file", "The model saves to .keras and loads back without help", "config", points=2)
 def check_keras_file(evidence):
+    build = evidence.partial("build") or {}
+    if build and not build.get("is_model"):
+        analysis.not_checked("build_classifier did not return a model", "api.model")
     error = evidence.error("saving") or {}
     if error and ("Could not locate" in error.get("message", "") or "custom_objects" in error.get("message", "")):
         fail(
@@ -224,6 +231,12 @@ def check_keras_file(evidence):
         )
     saving = evidence.phase("saving", "config.keras_file")
     before, after = saving["before"], saving["after"]
+    if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and np.all(np.isfinite(v))
+               for v in (before, after)):
+        observation = (evidence.partial("predict") or {}).get("observation")
+        output = observation.get("output") if isinstance(observation, dict) else None
+        if not isinstance(output, np.ndarray) or output.dtype.kind not in "biuf" or not np.all(np.isfinite(output)):
+            analysis.not_checked("the model's predictions are not finite numbers", "api.model")
     if not isinstance(before, np.ndarray) or not isinstance(after, np.ndarray) or before.shape != after.shape \
             or not np.allclose(before, after, atol=1e-5):
         fail(
