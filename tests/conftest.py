@@ -1,4 +1,5 @@
-"""Shared fixtures: grading many submissions at once, with children running in parallel."""
+"""Shared fixtures: grading many submissions at once, with children running in parallel, and the
+catalogue graded once per run from evidence recorded once per change."""
 
 from __future__ import annotations
 
@@ -30,15 +31,63 @@ def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, setti
     return {paths[path]: verdict for path, verdict in grade_many(exercise_id, list(paths), settings, jobs=JOBS)}
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("grader", "the grader's test suite")
+    group.addoption("--catalog-seed", type=int, default=None, metavar="N",
+                    help="the seed the catalogued submissions are graded with (default: the one the evidence "
+                         "cache was recorded with, else a new one, kept in pytest's cache)")
+    group.addoption("--record-evidence", action="store_true",
+                    help="grade every catalogued submission in a child again, replacing its recording")
+
+
+SEED_KEY = "grader/catalog-seed"
+
+
+def pytest_configure(config):
+    """Resolve the catalogue's seed once: given, else kept from the run that recorded the cache,
+    else a new one (then kept, so the next run can replay what this one records)."""
+    from grader import inputs
+
+    seed = config.getoption("--catalog-seed")
+    cache = getattr(config, "cache", None)
+    if seed is None and cache is not None:
+        kept = cache.get(SEED_KEY, None)
+        seed = kept if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0 else None
+    if seed is None:
+        seed = inputs.new_seed()
+    if seed < 0:
+        raise pytest.UsageError(f"--catalog-seed takes a seed of 0 or more, not {seed}")
+    if cache is not None:
+        cache.set(SEED_KEY, seed)
+    config.catalog_seed = seed
+
+
+def pytest_report_header(config):
+    where = "in pytest's cache" if getattr(config, "cache", None) is not None else "not kept (no pytest cache)"
+    return [f"catalogue: seed {config.catalog_seed} (--catalog-seed {config.catalog_seed} repeats it), "
+            f"recorded evidence {where}"]
+
+
 @pytest.fixture(scope="session")
-def catalog_verdicts(tmp_path_factory):
-    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants,
-    graded in one batch."""
+def catalog_verdicts(request, tmp_path_factory):
+    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants.
+
+    Each submission's evidence is recorded once, by a child forked from the batch's warm worker
+    (TensorFlow imported once, as ``grade batch`` grades a class; tests/test_batch.py shows those
+    verdicts equal a fresh grading process's), and kept in pytest's cache keyed by everything it
+    depends on (tests/recorded.py). A later run replays the recordings whose key still matches, so
+    only the judge runs again: editing a check re-judges the whole catalogue in seconds."""
     from grader import exercises
+    from grader.grading import Grading
 
     from .catalog import catalog
+    from .recorded import EvidenceCache, Recorder, grade_all
 
-    folder = tmp_path_factory.mktemp("catalog")
+    config = request.config
+    cache = getattr(config, "cache", None)
+    # The submissions' folder is part of their job (no grading may read it), so it stays put
+    # between runs where there is a cache to replay from.
+    folder = cache.mkdir("grader-catalog") if cache is not None else tmp_path_factory.mktemp("catalog")
     items = []
     for exercise in exercises.EXERCISES.values():
         mistakes, variants = catalog(exercise.id)
@@ -46,23 +95,27 @@ def catalog_verdicts(tmp_path_factory):
                    "stub": exercise.stub.read_text(encoding="utf-8")}
         sources.update({f"mistake_{m.name}": m.source for m in mistakes})
         sources.update({f"variant_{v.name}": v.source for v in variants})
-        (folder / exercise.id).mkdir()
+        (folder / exercise.id).mkdir(exist_ok=True)
         for name, source in sources.items():
             path = folder / exercise.id / f"{name}.py"
-            path.write_text(source, encoding="utf-8")
+            if not path.is_file() or path.read_text(encoding="utf-8") != source:
+                path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
-    from grader.batch import Workers
-    from grader.grading import grade_pairs
 
-    names = {path.resolve(): name for _, name, path in items}
-    # forked from the batch's warm worker (TensorFlow imported once), as grade batch grades a class;
-    # tests/test_batch.py shows those verdicts equal a fresh grading process's
-    workers = Workers()
+    from grader.batch import Workers
+
+    recordings = cache.mkdir("grader-evidence") if cache is not None else tmp_path_factory.mktemp("evidence")
+    evidence = EvidenceCache(recordings / "catalog", config.catalog_seed)
+    if config.getoption("--record-evidence"):
+        evidence.prune()  # nothing is used yet: every recording goes
+    recorder = Recorder(evidence, Workers)
+    settings = Settings(seed=config.catalog_seed)
     try:
-        return {
-            (exercise_id, names[path]): verdict
-            for exercise_id, path, verdict in grade_pairs([(e, p) for e, _, p in items], jobs=WARM_JOBS,
-                                                          runner=workers)
-        }
+        verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(
+            lambda item: Grading(item[0], item[2], settings, runner=recorder), items, WARM_JOBS)}
     finally:
-        workers.close()
+        if recorder.started is not None:
+            recorder.started.close()
+    evidence.prune()
+    config.catalog_evidence = evidence
+    return verdicts
