@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import Settings, grade_many
+from grader.grading import Grading, Settings, grade_many
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
@@ -21,14 +21,70 @@ JOBS = max(1, min(3, os.cpu_count() or 1))
 WARM_JOBS = 2 * JOBS  # forked gradings wait part of their time for the grader: more of them keep the cores busy
 
 
-def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, settings: Settings = Settings()):
-    """Write each source to ``folder/<name>.py`` and grade them all; {name: Verdict}."""
+_warm = None
+
+
+def warm_runner():
+    """This run's grading worker (``grader.batch.Workers``: TensorFlow imported once, a child forked
+    per grading, as ``grade batch`` grades a class), started on first use and ended with the run.
+    tests/test_batch.py shows its verdicts equal a fresh grading process's; the tests that are
+    about the fresh process itself (``grade``, the command) keep starting one."""
+    global _warm
+    if _warm is None:
+        from grader.batch import Workers
+
+        _warm = Workers()
+    return _warm
+
+
+def pytest_sessionfinish(session):
+    global _warm
+    if _warm is not None:
+        _warm.close()
+        _warm = None
+
+
+def grade_warm(exercise_id: str, submission: Path, settings: Settings = Settings()):
+    """One grading, its child forked from this run's worker: ``grade`` without the import of TensorFlow."""
+    return Grading(exercise_id, submission, settings, runner=warm_runner()).finish()
+
+
+def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, settings: Settings = Settings(),
+                  warm: bool = False):
+    """Write each source to ``folder/<name>.py`` and grade them all; {name: Verdict}. Each in a fresh
+    grading process, as ``grade`` runs one, or with ``warm`` forked from this run's worker."""
     paths = {}
     for name, source in sources.items():
         path = folder / f"{name}.py"
         path.write_text(source, encoding="utf-8")
         paths[path.resolve()] = name
-    return {paths[path]: verdict for path, verdict in grade_many(exercise_id, list(paths), settings, jobs=JOBS)}
+    if warm:
+        verdicts = grade_many(exercise_id, list(paths), settings, jobs=WARM_JOBS, runner=warm_runner())
+    else:
+        verdicts = grade_many(exercise_id, list(paths), settings, jobs=JOBS)
+    return {paths[path]: verdict for path, verdict in verdicts}
+
+
+# The parts of the suite a marker selects (registered in pyproject.toml): `-m sandbox` runs them
+# alone, `-m "not slow"` leaves out the files that take minutes.
+MARKERS = {
+    "test_containment.py": ("sandbox", "slow"),
+    "test_hostile_submissions.py": ("sandbox", "slow"),
+    "test_hidden_folders.py": ("sandbox",),
+    "test_forged_evidence.py": ("sandbox", "slow"),
+    "test_protocol.py": ("sandbox",),
+    "test_nbgrader_course.py": ("nbgrader", "slow"),
+    "test_explain.py": ("slow",),
+    "test_shards.py": ("slow",),
+    "test_batch.py": ("slow",),
+    "test_install.py": ("slow",),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in MARKERS.get(item.path.name, ()):
+            item.add_marker(name)
 
 
 def pytest_addoption(parser):
@@ -70,7 +126,8 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session")
 def catalog_verdicts(request, tmp_path_factory):
-    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants.
+    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants: the
+    verdicts of the solutions are the ones other tests need of a passing submission too.
 
     Each submission's evidence is recorded once, by a child forked from the batch's warm worker
     (TensorFlow imported once, as ``grade batch`` grades a class; tests/test_batch.py shows those
@@ -78,7 +135,6 @@ def catalog_verdicts(request, tmp_path_factory):
     depends on (tests/recorded.py). A later run replays the recordings whose key still matches, so
     only the judge runs again: editing a check re-judges the whole catalogue in seconds."""
     from grader import exercises
-    from grader.grading import Grading
 
     from .catalog import catalog
     from .recorded import EvidenceCache, Recorder, grade_all
@@ -102,20 +158,14 @@ def catalog_verdicts(request, tmp_path_factory):
                 path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
 
-    from grader.batch import Workers
-
     recordings = cache.mkdir("grader-evidence") if cache is not None else tmp_path_factory.mktemp("evidence")
     evidence = EvidenceCache(recordings / "catalog", config.catalog_seed)
     if config.getoption("--record-evidence"):
         evidence.prune()  # nothing is used yet: every recording goes
-    recorder = Recorder(evidence, Workers)
+    recorder = Recorder(evidence, warm_runner)
     settings = Settings(seed=config.catalog_seed)
-    try:
-        verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(
-            lambda item: Grading(item[0], item[2], settings, runner=recorder), items, WARM_JOBS)}
-    finally:
-        if recorder.started is not None:
-            recorder.started.close()
+    verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(
+        lambda item: Grading(item[0], item[2], settings, runner=recorder), items, WARM_JOBS)}
     evidence.prune()
     config.catalog_evidence = evidence
     return verdicts
