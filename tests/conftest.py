@@ -44,6 +44,24 @@ def pytest_sessionfinish(session):
         _warm = None
 
 
+class SharedWorkers:
+    """Stands in for ``grader.batch.Workers`` where a test runs ``grade batch`` in this process many
+    times and is not about the worker: every run forks from this run's worker, which outlives them."""
+
+    def __init__(self, *_args, **_kwargs):
+        self._workers = warm_runner()
+
+    def __call__(self, *args, **kwargs):
+        return self._workers(*args, **kwargs)
+
+    @property
+    def pid(self):
+        return self._workers.pid
+
+    def close(self) -> None:
+        pass  # ended with the run
+
+
 def grade_warm(exercise_id: str, submission: Path, settings: Settings = Settings()):
     """One grading, its child forked from this run's worker: ``grade`` without the import of TensorFlow."""
     return Grading(exercise_id, submission, settings, runner=warm_runner()).finish()
