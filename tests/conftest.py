@@ -91,10 +91,13 @@ MARKERS = {
     "test_hidden_folders.py": ("sandbox",),
     "test_forged_evidence.py": ("sandbox", "slow"),
     "test_protocol.py": ("sandbox",),
+    "test_robustness.py": ("sandbox",),
+    "test_replay_budget.py": ("sandbox",),
     "test_nbgrader_course.py": ("nbgrader", "slow"),
     "test_explain.py": ("slow",),
     "test_shards.py": ("slow",),
     "test_batch.py": ("slow",),
+    "test_student_tools.py": ("slow",),
     "test_install.py": ("slow",),
 }
 
