@@ -1,4 +1,5 @@
-"""Shared fixtures: grading many submissions at once, with children running in parallel."""
+"""Shared fixtures: grading many submissions at once, with children running in parallel, and the
+catalogue graded once per run from evidence recorded once per change."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.api import Settings, grade_many
+from grader.api import Grading, Settings, grade_many
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
@@ -20,25 +21,150 @@ JOBS = max(1, min(3, os.cpu_count() or 1))
 WARM_JOBS = 2 * JOBS  # forked gradings wait part of their time for the grader: more of them keep the cores busy
 
 
-def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, settings: Settings = Settings()):
-    """Write each source to ``folder/<name>.py`` and grade them all; {name: Verdict}."""
+_warm = None
+
+
+def warm_runner():
+    """This run's grading worker (``grader.integrations.batch.Workers``: TensorFlow imported once, a child forked
+    per grading, as ``grade batch`` grades a class), started on first use and ended with the run.
+    tests/test_batch.py shows its verdicts equal a fresh grading process's; the tests that are
+    about the fresh process itself (``grade``, the command) keep starting one."""
+    global _warm
+    if _warm is None:
+        from grader.integrations.batch import Workers
+
+        _warm = Workers()
+    return _warm
+
+
+def pytest_sessionfinish(session):
+    global _warm
+    if _warm is not None:
+        _warm.close()
+        _warm = None
+
+
+class SharedWorkers:
+    """Stands in for ``grader.integrations.batch.Workers`` where a test runs ``grade batch`` in this process many
+    times and is not about the worker: every run forks from this run's worker, which outlives them."""
+
+    def __init__(self, *_args, **_kwargs):
+        self._workers = warm_runner()
+
+    def __call__(self, *args, **kwargs):
+        return self._workers(*args, **kwargs)
+
+    @property
+    def pid(self):
+        return self._workers.pid
+
+    def close(self) -> None:
+        pass  # ended with the run
+
+
+def grade_warm(exercise_id: str, submission: Path, settings: Settings = Settings()):
+    """One grading, its child forked from this run's worker: ``grade`` without the import of TensorFlow."""
+    return Grading(exercise_id, submission, settings, runner=warm_runner()).finish()
+
+
+def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, settings: Settings = Settings(),
+                  warm: bool = False):
+    """Write each source to ``folder/<name>.py`` and grade them all; {name: Verdict}. Each in a fresh
+    grading process, as ``grade`` runs one, or with ``warm`` forked from this run's worker."""
     paths = {}
     for name, source in sources.items():
         path = folder / f"{name}.py"
         path.write_text(source, encoding="utf-8")
         paths[path.resolve()] = name
-    return {paths[path]: verdict for path, verdict in grade_many(exercise_id, list(paths), settings, jobs=JOBS)}
+    if warm:
+        verdicts = grade_many(exercise_id, list(paths), settings, jobs=WARM_JOBS, runner=warm_runner())
+    else:
+        verdicts = grade_many(exercise_id, list(paths), settings, jobs=JOBS)
+    return {paths[path]: verdict for path, verdict in verdicts}
+
+
+# The parts of the suite a marker selects (registered in pyproject.toml): `-m sandbox` runs them
+# alone, `-m "not slow"` leaves out the files that take minutes.
+MARKERS = {
+    "test_containment.py": ("sandbox", "slow"),
+    "test_hostile_submissions.py": ("sandbox", "slow"),
+    "test_hidden_folders.py": ("sandbox",),
+    "test_forged_evidence.py": ("sandbox", "slow"),
+    "test_protocol.py": ("sandbox",),
+    "test_robustness.py": ("sandbox",),
+    "test_replay_budget.py": ("sandbox",),
+    "test_nbgrader_course.py": ("nbgrader", "slow"),
+    "test_explain.py": ("slow",),
+    "test_shards.py": ("slow",),
+    "test_batch.py": ("slow",),
+    "test_student_tools.py": ("slow",),
+    "test_install.py": ("slow",),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in MARKERS.get(item.path.name, ()):
+            item.add_marker(name)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("grader", "the grader's test suite")
+    group.addoption("--catalog-seed", type=int, default=None, metavar="N",
+                    help="the seed the catalogued submissions are graded with (default: the one the evidence "
+                         "cache was recorded with, else a new one, kept in pytest's cache)")
+    group.addoption("--record-evidence", action="store_true",
+                    help="grade every catalogued submission in a child again, replacing its recording")
+
+
+SEED_KEY = "grader/catalog-seed"
+
+
+def pytest_configure(config):
+    """Resolve the catalogue's seed once: given, else kept from the run that recorded the cache,
+    else a new one (then kept, so the next run can replay what this one records)."""
+    from grader import inputs
+
+    seed = config.getoption("--catalog-seed")
+    cache = getattr(config, "cache", None)
+    if seed is None and cache is not None:
+        kept = cache.get(SEED_KEY, None)
+        seed = kept if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0 else None
+    if seed is None:
+        seed = inputs.new_seed()
+    if seed < 0:
+        raise pytest.UsageError(f"--catalog-seed takes a seed of 0 or more, not {seed}")
+    if cache is not None:
+        cache.set(SEED_KEY, seed)
+    config.catalog_seed = seed
+
+
+def pytest_report_header(config):
+    where = "in pytest's cache" if getattr(config, "cache", None) is not None else "not kept (no pytest cache)"
+    return [f"catalogue: seed {config.catalog_seed} (--catalog-seed {config.catalog_seed} repeats it), "
+            f"recorded evidence {where}"]
 
 
 @pytest.fixture(scope="session")
-def catalog_verdicts(tmp_path_factory):
-    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants,
-    graded in one batch."""
+def catalog_verdicts(request, tmp_path_factory):
+    """{(exercise, name): Verdict} for every exercise's solution, stub, mistakes and variants: the
+    verdicts of the solutions are the ones other tests need of a passing submission too.
+
+    Each submission's evidence is recorded once, by a child forked from the batch's warm worker
+    (TensorFlow imported once, as ``grade batch`` grades a class; tests/test_batch.py shows those
+    verdicts equal a fresh grading process's), and kept in pytest's cache keyed by everything it
+    depends on (tests/recorded.py). A later run replays the recordings whose key still matches, so
+    only the judge runs again: editing a check re-judges the whole catalogue in seconds."""
     from grader import exercises
 
     from .catalog import catalog
+    from .recorded import EvidenceCache, Recorder, grade_all
 
-    folder = tmp_path_factory.mktemp("catalog")
+    config = request.config
+    cache = getattr(config, "cache", None)
+    # The submissions' folder is part of their job (no grading may read it), so it stays put
+    # between runs where there is a cache to replay from.
+    folder = cache.mkdir("grader-catalog") if cache is not None else tmp_path_factory.mktemp("catalog")
     items = []
     for exercise in exercises.EXERCISES.values():
         mistakes, variants = catalog(exercise.id)
@@ -46,32 +172,25 @@ def catalog_verdicts(tmp_path_factory):
                    "stub": exercise.stub.read_text(encoding="utf-8")}
         sources.update({f"mistake_{m.name}": m.source for m in mistakes})
         sources.update({f"variant_{v.name}": v.source for v in variants})
-        (folder / exercise.id).mkdir()
+        (folder / exercise.id).mkdir(exist_ok=True)
         for name, source in sources.items():
             path = folder / exercise.id / f"{name}.py"
-            path.write_text(source, encoding="utf-8")
+            if not path.is_file() or path.read_text(encoding="utf-8") != source:
+                path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
-    from grader.api import Grading
-    from grader.integrations.batch import Workers
 
-    # forked from the batch's warm worker (TensorFlow imported once), as grade batch grades a class;
-    # tests/test_batch.py shows those verdicts equal a fresh grading process's. As grade_pairs does,
-    # with each grading's judge request kept (catalog_requests).
-    workers = Workers()
-    verdicts, pending, queue = {}, [], list(items)
-    try:
-        while queue or pending:
-            while queue and len(pending) < WARM_JOBS:
-                exercise_id, name, path = queue.pop(0)
-                judges = _RecordingJudges(CATALOG_REQUESTS, (exercise_id, name))
-                pending.append(((exercise_id, name), Grading(exercise_id, path, runner=workers, judges=judges)))
-            key, grading = pending.pop(0)
-            verdicts[key] = grading.finish()
-        return verdicts
-    finally:
-        for _, grading in pending:
-            grading.close()
-        workers.close()
+    recordings = cache.mkdir("grader-evidence") if cache is not None else tmp_path_factory.mktemp("evidence")
+    evidence = EvidenceCache(recordings / "catalog", config.catalog_seed)
+    if config.getoption("--record-evidence"):
+        evidence.prune()  # nothing is used yet: every recording goes
+    recorder = Recorder(evidence, warm_runner)
+    settings = Settings(seed=config.catalog_seed)
+    verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(
+        lambda item: Grading(item[0], item[2], settings, runner=recorder,
+                             judges=_RecordingJudges(CATALOG_REQUESTS, (item[0], item[1]))), items, WARM_JOBS)}
+    evidence.prune()
+    config.catalog_evidence = evidence
+    return verdicts
 
 
 CATALOG_REQUESTS: dict = {}  # (exercise, name) -> the judge request of its grading in catalog_verdicts

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from grader import exercises
-from grader.api import Grading, Settings, grade
+from grader.api import Grading, Settings, grade, grade_many
 from grader.sandbox.process import ChildRun
 
-from .conftest import grade_sources
+from .conftest import grade_sources, grade_warm, warm_runner
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
@@ -44,7 +44,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def broken_verdicts(tmp_path_factory):
-    return grade_sources("exercise3", BROKEN, tmp_path_factory.mktemp("broken"))
+    return grade_sources("exercise3", BROKEN, tmp_path_factory.mktemp("broken"), warm=True)
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -89,11 +89,11 @@ def test_missing_file_is_an_error(tmp_path):
 def test_a_file_saved_with_a_byte_order_mark_is_graded_as_python_reads_it(tmp_path):
     path = tmp_path / "exercise3.py"
     path.write_bytes(b"\xef\xbb\xbf" + SOLUTION.encode("utf-8"))  # how Notepad saves UTF-8
-    verdict = grade("exercise3", path)
+    verdict = grade_warm("exercise3", path)
     assert verdict.status == "passed", verdict.error
 
 
-def test_notebook_grades_like_the_python_file(tmp_path):
+def test_notebook_grades_like_the_python_file(tmp_path, catalog_verdicts):
     import nbformat
 
     notebook = nbformat.v4.new_notebook()
@@ -104,9 +104,7 @@ def test_notebook_grades_like_the_python_file(tmp_path):
     ]
     path = tmp_path / "exercise3.ipynb"
     nbformat.write(notebook, path)
-    py = tmp_path / "exercise3.py"
-    py.write_text(SOLUTION, encoding="utf-8")
-    a, b = grade("exercise3", path), grade("exercise3", py)
+    a, b = grade_warm("exercise3", path), catalog_verdicts[("exercise3", "solution")]
     assert a.status == "passed"
     assert [(c.id, c.status) for c in a.checks] == [(c.id, c.status) for c in b.checks]
 
@@ -118,7 +116,7 @@ def test_notebook_without_the_class_is_an_error(tmp_path):
     notebook.cells = [nbformat.v4.new_code_cell("import keras\nx = 1")]
     path = tmp_path / "exercise3.ipynb"
     nbformat.write(notebook, path)
-    verdict = grade("exercise3", path)
+    verdict = grade_warm("exercise3", path)
     assert verdict.status == "error" and verdict.exit_code == 2
     assert "has no TransformerEncoder" in verdict.error
 
@@ -139,7 +137,25 @@ NEVER_FINISHING = {
 
 @pytest.fixture(scope="module")
 def never_finishing(tmp_path_factory):
-    return grade_sources("exercise3", NEVER_FINISHING, tmp_path_factory.mktemp("never"), Settings(timeout=LIMIT))
+    """The submissions that never finish, and a notebook whose cell never does, graded at once: each
+    waits out the same limit."""
+    import nbformat
+
+    folder = tmp_path_factory.mktemp("never")
+    paths = {}
+    for name, source in NEVER_FINISHING.items():
+        paths[name] = folder / f"{name}.py"
+        paths[name].write_text(source, encoding="utf-8")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import keras"),
+                      nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(1)"),
+                      nbformat.v4.new_code_cell(SOLUTION)]
+    paths["notebook_cell"] = folder / "exercise3.ipynb"
+    nbformat.write(notebook, paths["notebook_cell"])
+    names = {path.resolve(): name for name, path in paths.items()}
+    graded = grade_many("exercise3", list(paths.values()), Settings(timeout=LIMIT), jobs=len(paths),
+                        runner=warm_runner())
+    return {names[path]: verdict for path, verdict in graded}
 
 
 def test_sleep_at_import_hits_the_time_limit(never_finishing):
@@ -179,7 +195,7 @@ def test_notebook_is_graded_as_nbgrader_runs_it_and_errors_name_the_cell(tmp_pat
     notebook.cells[3] = nbformat.v4.new_code_cell(answer.replace(
         "proj_output = self.dense_proj(proj_input)", "proj_output = self.dense_proj(proj_input) + missing_name"))
     nbformat.write(notebook, broken)
-    works, fails = grade("exercise3", path), grade("exercise3", broken)
+    works, fails = grade_warm("exercise3", path), grade_warm("exercise3", broken)
     assert works.status == "passed", [c.message for c in works.checks if c.status != "passed"]
     failure = next(c for c in fails.checks if c.status == "failed")
     assert "NameError" in failure.message and "code cell 3, line" in failure.message
@@ -218,16 +234,8 @@ def test_syntax_error_in_a_notebook_names_the_cell(tmp_path):
     assert verdict.status == "error" and "at code cell 2, line 1" in verdict.error
 
 
-def test_a_notebook_cell_that_never_finishes_is_named(tmp_path):
-    import nbformat
-
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell("import keras"),
-                      nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(1)"),
-                      nbformat.v4.new_code_cell(SOLUTION)]
-    path = tmp_path / "exercise3.ipynb"
-    nbformat.write(notebook, path)
-    verdict = grade("exercise3", path, Settings(timeout=60))
+def test_a_notebook_cell_that_never_finishes_is_named(never_finishing):
+    verdict = never_finishing["notebook_cell"]
     assert verdict.status == "error" and "code cell 2 was still running" in verdict.error
 
 

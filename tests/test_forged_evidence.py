@@ -20,7 +20,7 @@ from grader.protocol import wire
 from grader.integrations.batch import discover, run_batch
 from grader.api import Grading, Settings
 
-from .conftest import grade_sources
+from .conftest import grade_sources, warm_runner
 
 COMPUTED = ("weights", "gradients", "mask", "forward")
 EXERCISES = list(exercises.EXERCISES)
@@ -144,7 +144,7 @@ def _recorded_run(exercise_id: str, folder) -> tuple[list[dict], dict]:
     """The evidence records and the secrets of a real run of the exercise's solution."""
     path = folder / f"{exercise_id}_solution.py"
     path.write_text(exercises.get(exercise_id).solution.read_text(encoding="utf-8"), encoding="utf-8")
-    grading = Grading(exercise_id, path, Settings(seed=12345))
+    grading = Grading(exercise_id, path, Settings(seed=12345), runner=warm_runner())
     verdict = grading.finish()
     assert verdict.status == "passed", verdict.error
     run = grading.child.wait()

@@ -18,8 +18,9 @@ import nbformat
 import pytest
 
 from grader import cli, exercises
-from grader.api import grade
 from grader.integrations.course import build_notebook, notebook_instructions, update_course, write_course
+
+from .conftest import grade_warm
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 # The book's encoder: no supports_masking, so one 1-point check of the 6-point mask topic fails.
@@ -167,7 +168,7 @@ def test_nbgrader_commands_are_quiet(term):
 
 @pytest.fixture(scope="module")
 def bob_verdict(term):
-    return grade("exercise3", term.course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
+    return grade_warm("exercise3", term.course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
 
 
 def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict):
@@ -206,7 +207,7 @@ def test_no_test_cell_has_stderr_output(term):
 def test_grading_the_notebook_directly_agrees_with_the_python_file(bob_verdict, tmp_path):
     py = tmp_path / "bob.py"
     py.write_text(BOOK, encoding="utf-8")
-    python_verdict = grade("exercise3", py)
+    python_verdict = grade_warm("exercise3", py)
     assert [(c.id, c.status, c.points) for c in bob_verdict.checks] == \
         [(c.id, c.status, c.points) for c in python_verdict.checks]
 
@@ -311,7 +312,7 @@ def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
         notebook.cells.append(extra)
         nbformat.write(notebook, path)
     nbgrader(copy, "generate_assignment", "exercise3", "--force")
-    verdict = grade("exercise3", path)
+    verdict = grade_warm("exercise3", path)
     stored = store(copy, "exercise3", [Result(Submission("alice", path, "alice"), verdict, 1.0)])
     assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
 
@@ -326,7 +327,7 @@ def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_
     shutil.copytree(term.pristine, copy)
     star = submit(copy, "alice*", None)
     paths = {s: copy / "submitted" / s / "exercise3" / "exercise3.ipynb" for s in ("alice", "bob", "alice*")}
-    verdicts = {s: grade("exercise3", p) for s, p in paths.items()}
+    verdicts = {s: grade_warm("exercise3", p) for s, p in paths.items()}
     assert verdicts["alice"].score == AUTOGRADED_POINTS and verdicts["alice*"].score == 0
     results = [Result(Submission(s, paths[s], s), verdicts[s], 1.0) for s in ("alice", "bob", "alice*")]
     stored = store(copy, "exercise3", results)
@@ -347,7 +348,7 @@ def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path
     copy = tmp_path / "course"
     shutil.copytree(term.pristine, copy)
     path = copy / "submitted" / "alice" / "exercise3" / "exercise3.ipynb"
-    verdict = grade("exercise3", path)
+    verdict = grade_warm("exercise3", path)
     real = gradebook.topic_outputs
 
     def one_point_short(verdict, topic):

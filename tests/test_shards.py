@@ -21,6 +21,7 @@ from grader.integrations.results import read_results
 from grader.integrations.shards import Shard, ShardError, parse_shard, share_of
 
 from .catalog.exercise3 import MISTAKES
+from .conftest import SharedWorkers
 from .test_class_report import Page
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
@@ -55,15 +56,18 @@ def batch(course_folder: Path, out: Path, *more: str) -> int:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """The class graded whole and in shares, six runs of ``grade batch`` forking from one worker."""
     root = course(tmp_path_factory.mktemp("course"))
     results = tmp_path_factory.mktemp("results")
-    assert batch(root, results / "whole") == 0
-    shards = {}
-    for n in (2, 3):
-        shards[n] = []
-        for k in range(1, n + 1):
-            assert batch(root, results / f"{k}-of-{n}", "--shard", f"{k}/{n}") == 0
-            shards[n].append(results / f"{k}-of-{n}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("grader.integrations.batch.Workers", SharedWorkers)
+        assert batch(root, results / "whole") == 0
+        shards = {}
+        for n in (2, 3):
+            shards[n] = []
+            for k in range(1, n + 1):
+                assert batch(root, results / f"{k}-of-{n}", "--shard", f"{k}/{n}") == 0
+                shards[n].append(results / f"{k}-of-{n}")
     return root, results, shards
 
 

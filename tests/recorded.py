@@ -1,0 +1,311 @@
+"""Evidence recorded once and judged again: the catalogue in seconds when only the checks change.
+
+A grading has two stages: a child runs the submission and sends evidence, then
+a judge runs the checks over it (``grader.api``). What the child sends is
+fixed by the submission's bytes, the job and the secrets the parent chose, the
+code that runs beside the submission and the libraries it imports. So the
+suite records each catalogued submission's evidence once, through the batch's
+warm worker, and keeps the recording between runs in pytest's cache folder,
+keyed by all of that; a run whose key matches replays the recording instead of
+starting a child, and the judge (the checks, the replay, the references) runs
+in full every time.
+
+A replay is not trusted blindly: its records go through the grader's own
+record parser again, and the parent's answer to the child's report of the
+layer (the secret inputs and weights, drawn from the seed) must be, byte for
+byte, the answer the recorded child received. A replay that differs is never
+judged: the recording is dropped and the grading is an error that says so.
+
+Only clean runs are kept: ones that finished, within their time and memory,
+with well-formed evidence. A timeout or an out-of-memory ending depends on the
+machine's load, not the submission alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import select
+import sys
+import tempfile
+from pathlib import Path
+
+import grader
+from grader.sandbox import process as sandbox
+from grader.protocol import wire
+from grader.sandbox.process import ChildRun, RecordParser
+
+FORMAT = 1  # bumped whenever what a recording holds changes
+SUFFIX = ".evidence.gz"
+
+
+PACKAGE = Path(grader.__file__).resolve().parent
+
+
+def package_files(package: Path = PACKAGE, judging=None) -> list[Path]:
+    """Every file of the grader package that a grading process runs or that shapes its job: all of
+    it but the folders a grading process may never read (``judging``: the checks and the judge),
+    whose code runs again, in the judge, on every replay."""
+    package = Path(package).resolve()
+    judging = [Path(folder).resolve() for folder in (sandbox.judging_folders() if judging is None else judging)]
+    files = []
+    for path in sorted(package.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        if any(path.is_relative_to(folder) for folder in judging):
+            continue
+        files.append(path)
+    return files
+
+
+def environment_digest(package: Path = PACKAGE, judging=None) -> str:
+    """What a recording depends on besides the submission and its job: the grader's code on the
+    grading process's side (the child, the sandbox, the inputs the parent chooses, the wire
+    format), the interpreter, and the version of every installed distribution (TensorFlow, Keras,
+    NumPy and all they bring)."""
+    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+    package = Path(package).resolve()
+    for path in package_files(package, judging):
+        digest.update(path.relative_to(package).as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(f"{sys.executable}\0{sys.version}\0{platform.platform()}\0".encode())
+    versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                      if d.metadata["Name"])
+    digest.update("\n".join(versions).encode())
+    return digest.hexdigest()
+
+
+class EvidenceCache:
+    """Recordings in one folder, one file per key. ``used`` are the keys this run read or wrote."""
+
+    def __init__(self, folder: Path, seed: int):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.seed = seed
+        self.environment = environment_digest()
+        self.used: set[str] = set()
+        self.hits = 0
+        self.recorded = 0
+
+    def key(self, job: dict, source: str, timeout: float, memory_mb: int) -> str:
+        """The recording's name: every input of a grading process, and what it runs on."""
+        inputs = {"job": job, "source": source, "timeout": float(timeout), "memory_mb": int(memory_mb),
+                  "limits": sandbox.limits(timeout, memory_mb, job.get("private", ())),
+                  "seed": self.seed, "environment": self.environment}
+        return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}{SUFFIX}"
+
+    def load(self, key: str) -> dict | None:
+        """The recording kept under ``key``, or None: none, of another format, or not the bytes
+        that were written (a file cut short or edited since is recorded again)."""
+        try:
+            with gzip.open(self._path(key), "rt", encoding="utf-8") as handle:
+                kept = json.load(handle)
+        except (OSError, ValueError, EOFError):
+            return None
+        if not isinstance(kept, dict) or kept.get("format") != FORMAT or not isinstance(kept.get("recording"), dict):
+            return None
+        if kept.get("digest") != _digest(key, kept["recording"]):
+            return None
+        return kept["recording"]
+
+    def store(self, key: str, recording: dict) -> None:
+        """Write atomically: a run stopped half way, or two runs at once, leave no torn file."""
+        handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                packed.write(json.dumps({"format": FORMAT, "digest": _digest(key, recording),
+                                         "recording": recording}).encode("utf-8"))
+            os.replace(temporary, self._path(key))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        self.used.add(key)
+        self.recorded += 1
+
+    def drop(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+        self.used.discard(key)
+
+    def prune(self) -> int:
+        """Remove the recordings this run did not use (older code, submissions edited since): the
+        folder holds one catalogue's worth, not every one it ever saw. The number removed."""
+        removed = 0
+        for path in self.folder.glob(f"*{SUFFIX}"):
+            if path.name[:-len(SUFFIX)] not in self.used:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+def _digest(key: str, recording: dict) -> str:
+    return hashlib.sha256(key.encode() + b"\0" + json.dumps(recording, sort_keys=True).encode()).hexdigest()
+
+
+class StaleRecording(RuntimeError):
+    """A replay whose parent side no longer matches what the recorded child received."""
+
+
+class Recorder:
+    """A grading runner (``runner(job, source, timeout, memory_mb, respond=...)``, as
+    ``grader.api.Grading`` takes one) that replays a recording when the cache has one and
+    otherwise runs the child through ``start()`` (the batch's warm worker, made on first need)
+    and records it."""
+
+    def __init__(self, cache: EvidenceCache, start):
+        self.cache = cache
+        self._start = start
+        self._runner = None
+
+    def __call__(self, job: dict, source: str, timeout: float, memory_mb: int, respond=None):
+        key = self.cache.key(job, source, timeout, memory_mb)
+        recording = self.cache.load(key)
+        if recording is not None:
+            try:
+                run = replay(recording, respond)
+            except StaleRecording:
+                self.cache.drop(key)
+                raise
+            self.cache.used.add(key)
+            self.cache.hits += 1
+            return Replayed(run)
+        if self._runner is None:
+            self._runner = self._start()
+        log: list[tuple[bytes, bytes | None]] = []
+
+        def respond_and_log(record: dict):
+            answer = respond(record) if respond is not None else None
+            log.append((wire.dumps(record), answer))
+            return answer
+
+        return Recording(self._runner(job, source, timeout, memory_mb, respond=respond_and_log), log,
+                         lambda recording: self.cache.store(key, recording))
+
+    @property
+    def started(self):
+        """The runner children were started with, if any child was needed."""
+        return self._runner
+
+
+END_FIELDS = ("finished", "timed_out", "memory_exceeded", "returncode", "signal_name", "stdout", "stderr",
+              "seconds")
+
+
+def clean(run: ChildRun) -> bool:
+    """A run worth keeping: finished, within its limits, its evidence well formed."""
+    return run.finished and not (run.timed_out or run.memory_exceeded or run.protocol_error)
+
+
+class Recording:
+    """A running child whose evidence is kept once it ends: everything ``Grading`` asks of a
+    child is passed to it."""
+
+    def __init__(self, child, log: list, store):
+        self._child = child
+        self._log = log
+        self._store = store
+        self._kept = False
+
+    def __getattr__(self, name):
+        return getattr(self._child, name)
+
+    def wait(self) -> ChildRun:
+        run = self._child.wait()
+        if not self._kept and clean(run):
+            self._kept = True
+            self._store({
+                "records": [line.decode("utf-8") for line, _ in self._log],
+                "answers": {str(i): base64.b64encode(answer).decode("ascii")
+                            for i, (_, answer) in enumerate(self._log) if answer is not None},
+                "end": {name: getattr(run, name) for name in END_FIELDS},
+            })
+        return run
+
+
+def replay(recording: dict, respond) -> ChildRun:
+    """The ChildRun the recording's child gave, its records read again by the grader's own parser
+    and answered again by ``respond``; raises StaleRecording if an answer differs from the one the
+    recorded child received."""
+    answers = {int(i): base64.b64decode(a) for i, a in recording.get("answers", {}).items()}
+    seen = [0]
+
+    def check_answer(record: dict):
+        index = seen[0]
+        seen[0] += 1
+        answer = respond(record) if respond is not None else None
+        if answer != answers.get(index):
+            raise StaleRecording("the parent's answer to the recorded child differs from the one it received")
+        return None  # nobody to send it to
+
+    run = ChildRun()
+    parser = RecordParser(run, check_answer)
+    for line in recording["records"]:
+        parser.feed(line.encode("utf-8"))
+    parser.finish()
+    if seen[0] != len(recording["records"]) or run.protocol_error:
+        raise StaleRecording(f"the recorded evidence no longer reads as the grader expects ({run.protocol_error})")
+    for name, value in recording["end"].items():
+        if name in END_FIELDS:
+            setattr(run, name, value)
+    if not clean(run):
+        raise StaleRecording("the recording is not of a clean run")
+    return run
+
+
+class Replayed:
+    """A child that has already ended: its run is the recording's."""
+
+    def __init__(self, run: ChildRun):
+        self._run = run
+
+    def ready(self) -> bool:
+        return True
+
+    def seconds_left(self) -> float:
+        return 0.0
+
+    def wait(self) -> ChildRun:
+        return self._run
+
+    def kill(self) -> None:
+        pass
+
+
+def grade_all(gradings_of, items, jobs: int):
+    """Yield (item, verdict) for every item, in the order they finish, with up to ``jobs`` gradings
+    going at once: a child or a judge of each, whichever stage it is in. ``gradings_of(item)``
+    starts one grading (``grader.api.Grading``)."""
+    queue = list(items)
+    pending: list = []
+    try:
+        while queue or pending:
+            while queue and len(pending) < max(1, jobs):
+                item = queue.pop(0)
+                pending.append((item, gradings_of(item)))
+            index = _next_ready([grading for _, grading in pending])
+            item, grading = pending[index]
+            if not grading.advance():
+                continue  # its judge has started: waited for like a child
+            pending.pop(index)
+            yield item, grading.finish()
+    finally:
+        for _, grading in pending:
+            grading.close()
+
+
+def _next_ready(gradings) -> int:
+    while True:
+        for index, grading in enumerate(gradings):
+            if grading.ready() or grading.sentinel is None:
+                return index
+        poller = select.poll()
+        for grading in gradings:
+            poller.register(grading.sentinel, select.POLLIN)
+        poller.poll(int(min(g.seconds_left() for g in gradings) * 1000) + 10)

@@ -1,0 +1,223 @@
+"""The evidence cache the catalogue is judged from (tests/recorded.py): a replay gives the verdict the
+recorded child gave, its key changes with everything the evidence depends on, and a recording that
+no longer matches, or that was tampered with, is never judged."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+
+from grader import exercises
+from grader.api import Grading, Settings
+from grader.sandbox.process import Child
+
+from .catalog import catalog
+from .recorded import EvidenceCache, Recorder, StaleRecording, environment_digest, grade_all, replay
+
+SEED = 11
+EXERCISE = exercises.get("exercise1")
+
+
+def _comparable(verdict):
+    """A verdict and its header, less what differs between any two gradings of one submission: the
+    time it took, what judging cost, and the user id the grading process ran as (a fresh one each)."""
+    context = {k: v for k, v in verdict.context.items() if k not in ("seconds", "judge")}
+    context["sandbox"] = re.sub(r"runs as user \d+", "runs as user N", context.get("sandbox", ""))
+    context["confinement"] = dict(context.get("confinement", {}), uid=None)
+    return verdict.to_json(), context
+
+
+def _grade(cache, path, starts):
+    recorder = Recorder(cache, lambda: (starts.append(1), Child)[1])
+    return Grading(EXERCISE.id, path, Settings(seed=SEED), runner=recorder).finish()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A mistake of exercise 1 graded through a fresh grading process and recorded."""
+    folder = tmp_path_factory.mktemp("recorded")
+    mistake = catalog(EXERCISE.id)[0][0]
+    path = folder / "submission" / "mistake.py"
+    path.parent.mkdir()
+    path.write_text(mistake.source, encoding="utf-8")
+    cache = EvidenceCache(folder / "cache", SEED)
+    starts = []
+    verdict = _grade(cache, path, starts)
+    return {"folder": folder, "path": path, "cache": cache, "verdict": verdict, "starts": starts,
+            "mistake": mistake}
+
+
+def test_a_replay_gives_the_verdict_of_the_recorded_child_and_starts_none(recorded):
+    live = recorded["verdict"]
+    assert recorded["starts"] == [1] and recorded["cache"].recorded == 1
+    assert live.status == "failed" and live.score < live.max_score
+    assert any(c.id == recorded["mistake"].failing[0] and c.status == "failed" for c in live.checks)
+    again = EvidenceCache(recorded["cache"].folder, SEED)
+    starts = []
+    replayed = _grade(again, recorded["path"], starts)
+    assert starts == [] and again.hits == 1 and again.recorded == 0
+    assert _comparable(replayed) == _comparable(live)
+    assert replayed.context["seconds"] == live.context["seconds"]  # the recorded child's time
+
+
+def test_a_recording_is_keyed_by_the_source_the_job_the_seed_and_the_limits(recorded):
+    cache = recorded["cache"]
+    job = {"exercise": "exercise1", "private": [str(recorded["path"].parent)], "cells": []}
+    base = cache.key(job, "x = 1\n", 120.0, 4096)
+    assert cache.key(dict(job), "x = 1\n", 120.0, 4096) == base
+    assert cache.key(job, "x = 2\n", 120.0, 4096) != base
+    assert cache.key(dict(job, exercise="exercise3"), "x = 1\n", 120.0, 4096) != base
+    assert cache.key(dict(job, private=["/elsewhere"]), "x = 1\n", 120.0, 4096) != base
+    assert cache.key(job, "x = 1\n", 60.0, 4096) != base
+    assert cache.key(job, "x = 1\n", 120.0, 2048) != base
+    assert EvidenceCache(cache.folder, SEED + 1).key(job, "x = 1\n", 120.0, 4096) != base
+
+
+def test_the_key_follows_the_grading_process_code_and_not_the_checks(tmp_path):
+    package = tmp_path / "grader"
+    for part in ("child", "checks", "judge"):
+        (package / part).mkdir(parents=True)
+        (package / part / "code.py").write_text("A = 1\n", encoding="utf-8")
+    (package / "inputs.py").write_text("SIZE = 8\n", encoding="utf-8")
+    judging = [package / "checks", package / "judge"]
+    base = environment_digest(package, judging)
+    (package / "checks" / "code.py").write_text("A = 2\n", encoding="utf-8")
+    (package / "judge" / "code.py").write_text("A = 2\n", encoding="utf-8")
+    assert environment_digest(package, judging) == base  # a check edited: the recordings still hold
+    (package / "child" / "code.py").write_text("A = 2\n", encoding="utf-8")
+    child_edited = environment_digest(package, judging)
+    assert child_edited != base
+    (package / "inputs.py").write_text("SIZE = 9\n", encoding="utf-8")
+    assert environment_digest(package, judging) != child_edited
+    (package / "child" / "new.py").write_text("", encoding="utf-8")
+    assert environment_digest(package, judging) not in (base, child_edited)
+
+
+def _rewrite(cache, path, change):
+    """Change a kept recording and keep it again under its key, as a run would have written it."""
+    key = path.name[:-len(".evidence.gz")]
+    recording = cache.load(key)
+    change(recording)
+    cache.store(key, recording)
+
+
+def _copy(recorded, tmp_path):
+    folder = tmp_path / "cache"
+    shutil.copytree(recorded["cache"].folder, folder)
+    (file,) = folder.glob("*.evidence.gz")
+    return EvidenceCache(folder, SEED), file
+
+
+def test_a_recording_whose_answer_differs_is_dropped_and_never_judged(recorded, tmp_path):
+    """The parent's answer (its secret inputs and weights) must be the one the recorded child got:
+    a child that computed on other numbers would be judged against the wrong reference."""
+    cache, file = _copy(recorded, tmp_path)
+
+    def other_answer(recording):
+        (index,) = recording["answers"]
+        answer = base64.b64decode(recording["answers"][index]).replace(b"1", b"2", 1)
+        recording["answers"][index] = base64.b64encode(answer).decode("ascii")
+
+    _rewrite(cache, file, other_answer)
+    starts = []
+    verdict = _grade(cache, recorded["path"], starts)
+    assert verdict.status == "error" and "StaleRecording" in verdict.error and verdict.score == 0
+    assert starts == [] and not file.exists()
+
+
+def _as_recorded(recording):
+    """A parent that answers exactly as the recorded child was answered."""
+    answers = {int(i): base64.b64decode(a) for i, a in recording["answers"].items()}
+    seen = []
+
+    def respond(record):
+        seen.append(record)
+        return answers.get(len(seen) - 1)
+
+    return respond
+
+
+@pytest.mark.parametrize("tamper", [None, "malformed_record", "phase_repeated", "timed_out", "unfinished",
+                                    "out_of_memory"])
+def test_a_tampered_or_unclean_recording_is_refused(recorded, tmp_path, tamper):
+    cache, file = _copy(recorded, tmp_path)
+    recording = cache.load(file.name[:-len(".evidence.gz")])
+    if tamper == "malformed_record":
+        recording["records"][-2] = '{"event": "end", "phase": 3}\n'
+    elif tamper == "phase_repeated":
+        runtime = next(r for r in recording["records"] if r.startswith('{"event":"end","phase":"runtime"'))
+        recording["records"].insert(-1, runtime)
+    elif tamper == "timed_out":
+        recording["end"]["timed_out"] = True
+    elif tamper == "out_of_memory":
+        recording["end"]["memory_exceeded"] = True
+    elif tamper == "unfinished":
+        recording["records"] = [r for r in recording["records"] if '"event":"done"' not in r]
+        recording["end"]["finished"] = False
+    if tamper is None:  # the recording as it was kept replays
+        run = replay(recording, _as_recorded(recording))
+        assert run.finished and "variables" in run.phases and run.stdout == recording["end"]["stdout"]
+        return
+    with pytest.raises(StaleRecording):
+        replay(recording, _as_recorded(recording))
+
+
+def test_a_kept_file_edited_or_cut_short_is_recorded_again(recorded, tmp_path):
+    cache, file = _copy(recorded, tmp_path)
+    key = file.name[:-len(".evidence.gz")]
+    with gzip.open(file, "rt", encoding="utf-8") as handle:
+        kept = json.load(handle)
+    kept["recording"]["records"] = [r for r in kept["recording"]["records"] if '"phase":"forward"' not in r]
+    with gzip.open(file, "wt", encoding="utf-8") as handle:
+        json.dump(kept, handle)
+    assert cache.load(key) is None
+    file.write_bytes(file.read_bytes()[:100])
+    assert cache.load(key) is None
+    starts = []
+    verdict = _grade(cache, recorded["path"], starts)
+    assert starts == [1] and cache.recorded == 1 and cache.load(key) is not None
+    assert _comparable(verdict) == _comparable(recorded["verdict"])
+
+
+def test_a_run_that_did_not_end_cleanly_is_not_kept(recorded, tmp_path):
+    """Only a run that finished is kept: one cut short (here by the submission itself; a timeout
+    depends on how busy the machine was) is graded afresh every time."""
+    path = tmp_path / "exits.py"
+    path.write_text("import os\nos._exit(3)\n", encoding="utf-8")
+    cache = EvidenceCache(tmp_path / "cache", SEED)
+    recorder = Recorder(cache, lambda: Child)
+    verdict = Grading(EXERCISE.id, path, Settings(seed=SEED), runner=recorder).finish()
+    assert verdict.status == "error" and "could not be imported" in verdict.error
+    assert cache.recorded == 0 and not list(cache.folder.glob("*.evidence.gz"))
+
+
+def test_prune_keeps_only_what_the_run_used(recorded, tmp_path):
+    cache, file = _copy(recorded, tmp_path)
+    (cache.folder / ("0" * 64 + ".evidence.gz")).write_bytes(b"old")
+    key = file.name[:-len(".evidence.gz")]
+    assert cache.load(key) is not None
+    cache.used.add(key)
+    assert cache.prune() == 1
+    assert [p.name for p in cache.folder.iterdir()] == [file.name]
+
+
+def test_many_gradings_are_scheduled_together_and_each_gets_its_verdict(recorded, tmp_path):
+    """grade_all keeps several gradings going and yields every one, a replay among fresh ones."""
+    cache, _ = _copy(recorded, tmp_path)
+    stub = tmp_path / "stub.py"
+    stub.write_text(EXERCISE.stub.read_text(encoding="utf-8"), encoding="utf-8")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n", encoding="utf-8")
+    recorder = Recorder(cache, lambda: Child)
+    items = [recorded["path"], stub, broken]
+    verdicts = dict(grade_all(lambda p: Grading(EXERCISE.id, p, Settings(seed=SEED), runner=recorder), items, 3))
+    assert set(verdicts) == set(items)
+    assert _comparable(verdicts[recorded["path"]]) == _comparable(recorded["verdict"])
+    assert verdicts[stub].status == "failed" and verdicts[stub].score == 0
+    assert verdicts[broken].status == "error" and "SyntaxError" in verdicts[broken].error
+    assert cache.hits == 1 and cache.recorded == 1
