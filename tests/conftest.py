@@ -123,7 +123,7 @@ SEED_KEY = "grader/catalog-seed"
 def pytest_configure(config):
     """Resolve the catalogue's seed once: given, else kept from the run that recorded the cache,
     else a new one (then kept, so the next run can replay what this one records)."""
-    from grader import inputs
+    from grader.protocol import job as inputs
 
     seed = config.getoption("--catalog-seed")
     cache = getattr(config, "cache", None)
