@@ -20,7 +20,8 @@ import inspect
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from .backends import is_symbolic
 
 _Layer = keras.layers.Layer
 _L = keras.layers
@@ -48,7 +49,7 @@ def to_numpy(value):
 
 
 def is_tensor(value) -> bool:
-    return isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)) or (
+    return isinstance(value, (np.ndarray, keras.Variable)) or keras.ops.is_tensor(value) or (
         hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (list, tuple, dict, type)))
 
 
@@ -210,7 +211,7 @@ class CallTracer:
         tracer = self
 
         def traced_call(layer, *args, **kwargs):
-            if (not tracer._stack and layer is not tracer.root) or not tf.executing_eagerly():
+            if (not tracer._stack and layer is not tracer.root) or is_symbolic((args, kwargs)):
                 # symbolic calls (Keras building a layer by tracing it) are not the computation
                 return tracer._original_call(layer, *args, **kwargs)
             return tracer._record(layer, args, kwargs)
