@@ -53,9 +53,10 @@ for instructors:
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could
 not be graded.
-environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of
---seed, --timeout and --memory; GRADE_STATE_DIR says where progress and hints
-are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
+environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set the
+defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says where
+progress and hints are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++
+logs quiet."""
 
 # The commands main() dispatches, for suggestions when a name is neither a command nor an exercise.
 COMMANDS = ("init", "list", "hint", "explain", "nbgrader-course", "batch", "merge", "class-report",
@@ -164,6 +165,10 @@ def _grade_parser() -> argparse.ArgumentParser:
                         help="show the full header: seed, limits, versions and every sandbox measure")
     parser.add_argument("--all-checks", action="store_true",
                         help="list every check, passed ones included (by default a topic that passed is one line)")
+    parser.add_argument("--all-backends", action="store_true",
+                        help="grade on every installed Keras backend and say whether the layer behaves the same "
+                             "on all: the same verdict, outputs and gradients (the first check and call that "
+                             "differ, where not)")
     add_settings_arguments(parser)
     platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
     platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
@@ -191,6 +196,15 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall-clock limit for running each submission (default 120)")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
                         help="memory limit of the process running each submission (default 4096)")
+    add_backend_argument(parser)
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    from .backends import NAMES
+
+    parser.add_argument("--backend", choices=NAMES, default=None, metavar="NAME",
+                        help=f"the Keras backend the submission runs on: {', '.join(NAMES)} (default tensorflow; "
+                             "jax and torch need the extras [jax] and [torch])")
 
 
 def resolve_settings(args, parser):
@@ -213,10 +227,17 @@ def resolve_settings(args, parser):
             parser.error(f"{source} must be at least {minimum}, got {value}")
         return value
 
+    from . import backends
+
+    try:
+        backend = backends.resolve(getattr(args, "backend", None), os.environ)
+    except backends.BackendError as exc:
+        parser.error(str(exc))
     return Settings(
         seed=pick(args.seed, "GRADE_SEED", DEFAULT_SEED, int, 0, "--seed"),
         timeout=pick(args.timeout, "GRADE_TIMEOUT", DEFAULT_TIMEOUT, float, 1, "--timeout"),
         memory_mb=pick(args.memory, "GRADE_MEMORY_MB", DEFAULT_MEMORY_MB, int, 512, "--memory"),
+        backend=backend,
     )
 
 
@@ -236,6 +257,11 @@ def grade_command(argv: list[str]) -> int:
         parser.error("--watch cannot be combined with --gradescope-results or --prairielearn-results")
     if args.gradescope_visibility and not args.gradescope_results:
         parser.error("--gradescope-visibility applies to --gradescope-results FILE, which is missing")
+    if args.all_backends and (args.watch or platform_results):
+        parser.error("--all-backends compares backends once; it cannot be combined with --watch, "
+                     "--gradescope-results or --prairielearn-results")
+    if args.all_backends and args.backend:
+        parser.error("--all-backends grades on every installed backend; leave out --backend")
     note = None
     if args.submission is not None:
         submission = args.submission.resolve()
@@ -251,6 +277,10 @@ def grade_command(argv: list[str]) -> int:
                                     f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
                                     "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
+    if args.all_backends:
+        if note:
+            print(note, file=sys.stderr)
+        return all_backends(exercise, submission, settings, args, parser)
     if args.json or platform_results:
         if note:
             print(note, file=sys.stderr)
@@ -276,6 +306,33 @@ def grade_command(argv: list[str]) -> int:
     if args.watch:
         return watch(exercise, submission, settings, console, view)
     return grade_and_show(exercise, submission, settings, console, view=view).exit_code
+
+
+def all_backends(exercise, submission: Path, settings, args, parser) -> int:
+    """``--all-backends``: grade on each installed backend, TensorFlow's verdict first, and compare.
+    The exit code is the TensorFlow verdict's."""
+    from . import progress
+    from .portability import grade_all
+
+    if submission.is_dir():
+        submission = _submission_in(exercise, submission, parser)
+    if args.json:
+        comparison = grade_all(exercise.id, submission, settings)
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        from rich.console import Console
+
+        from .report import backends_view, render
+
+        console = Console()
+        with console.status(f"Grading {submission} on every installed backend …", spinner="dots"):
+            comparison = grade_all(exercise.id, submission, settings)
+        reference = comparison.verdicts[comparison.reference]
+        console.print(render(reference, details=args.details, all_checks=args.all_checks))
+        console.print(backends_view(comparison))
+    verdict = comparison.verdicts[comparison.reference]
+    progress.record_verdict(verdict)
+    return verdict.exit_code
 
 
 def grade_and_write_results(exercise, submission: Path, settings, args):
@@ -360,7 +417,7 @@ def watch(exercise, submission: Path, settings, console, view: dict | None = Non
     # from it, with the same confinement as a cold grading, so a re-grade skips the import.
     from .batch import Workers
 
-    workers = Workers()
+    workers = Workers(backend=settings.backend)
     try:
         return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
                                                                        watching=True, runner=workers, view=view),
@@ -934,6 +991,7 @@ def explain_command(argv: list[str]) -> int:
                              f"{EXPLAIN_TIMEOUT:g})")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
                         help="memory limit of the processes running the encoder (default 4096)")
+    add_backend_argument(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     if exercise.id not in EXPLAINABLE:

@@ -76,6 +76,7 @@ class Grading:
             "backend": settings.backend,
         }
         self.child = None
+        self.run: ChildRun | None = None
         self._judges = judges if judges is not None else _default_judges
         self._judge = None
         self._verdict: Verdict | None = None
@@ -215,6 +216,7 @@ class Grading:
         if run.protocol_error:  # an untrusted run shows the checks no evidence at all
             run = ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
                            seconds=run.seconds, protocol_error=run.protocol_error)
+        self.run = run  # what the grading process sent, kept for comparing backends (grader.portability)
         if self.source.cells:
             _name_cells(run, self.source)
         self.context["seconds"] = round(run.seconds, 2)
