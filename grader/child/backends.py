@@ -170,4 +170,5 @@ def scalar_sum(value, weights):
     """sum(value * weights) as a float32 scalar of the running backend (``weights`` a NumPy array)."""
     import keras
 
-    return keras.ops.sum(keras.ops.cast(keras.ops.convert_to_tensor(value), "float32") * weights)
+    value = keras.ops.cast(keras.ops.convert_to_tensor(value), "float32")
+    return keras.ops.sum(keras.ops.multiply(value, keras.ops.convert_to_tensor(weights, "float32")))

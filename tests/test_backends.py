@@ -1,0 +1,245 @@
+"""Grading on JAX and PyTorch: the same verdicts as on TensorFlow, one message for a layer that calls
+TensorFlow itself, and --all-backends telling where a layer behaves otherwise on another backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import backends, exercises
+from grader.grading import Settings, grade_pairs
+
+from .catalog import catalog
+from .conftest import WARM_JOBS
+
+OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
+    not backends.installed(name), reason=f"the {backends.title(name)} backend is not installed here "
+                                         f"(pip install '.[{name}]')")) for name in ("jax", "torch")]
+needs_jax = pytest.mark.skipif(not backends.installed("jax"), reason="JAX is not installed here (pip install '.[jax]')")
+
+# a call of a TensorFlow function (tf.newaxis is None, tf.keras is Keras: both run everywhere)
+TF_CALL = re.compile(r"\btf\.(?!newaxis\b|keras\b)[A-Za-z_][\w.]*\s*\(")
+
+
+def calls_tensorflow(source: str) -> bool:
+    return "import tensorflow" in source and bool(TF_CALL.search(source))
+
+
+def outcome(verdict) -> tuple:
+    """What must be the same on every backend: the status, the score and each check's status."""
+    return verdict.status, verdict.score, tuple((c.id, c.status) for c in verdict.checks)
+
+
+# ----------------------------------------------------------------------------- settings and naming
+def test_backend_setting_from_flag_environment_and_default():
+    assert backends.resolve(None, {}) == "tensorflow"
+    assert backends.resolve("tensorflow", {"GRADE_BACKEND": "jax"}) == "tensorflow"  # the flag wins
+    with pytest.raises(backends.BackendError, match="must be one of tensorflow, jax, torch, got 'numpy'"):
+        backends.resolve("numpy", {})
+    with pytest.raises(backends.BackendError, match="GRADE_BACKEND='mxnet'"):
+        backends.resolve(None, {"GRADE_BACKEND": "mxnet"})
+
+
+def test_a_backend_that_is_not_installed_names_its_extra(monkeypatch):
+    monkeypatch.setattr(backends, "installed", lambda name: name == "tensorflow")
+    with pytest.raises(backends.BackendError, match=r"not installed here \(pip install 'transformer-exercises\[torch\]'\)"):
+        backends.resolve("torch", {})
+    with pytest.raises(backends.BackendError, match="GRADE_BACKEND='jax'.*transformer-exercises\\[jax\\]"):
+        backends.resolve(None, {"GRADE_BACKEND": "jax"})
+
+
+def test_grade_refuses_an_unknown_backend_with_where_it_came_from(tmp_path):
+    env = dict(os.environ, GRADE_BACKEND="theano")
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
+                             str(exercises.get("exercise3").solution)], capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert "environment variable GRADE_BACKEND='theano': must be one of tensorflow, jax, torch" in result.stderr
+
+
+SOURCE = """import tensorflow as tf
+from tensorflow import math as tfm
+from tensorflow.math import not_equal
+import keras
+
+
+class Layer(keras.layers.Layer):
+    def call(self, x):
+        a = tf.math.not_equal(x, 0)
+        b = tfm.reduce_sum(
+            x)
+        c = not_equal(x, 1)
+        d = tf.keras.ops.sum(x)
+        return tf.cast(a, "float32")
+"""
+
+
+def test_the_tensorflow_call_is_named_from_the_source():
+    assert backends.called_name(SOURCE, 9) == "tf.math.not_equal"
+    assert backends.called_name(SOURCE, 10) == "tf.math.reduce_sum"
+    assert backends.called_name(SOURCE, 11) == "tf.math.reduce_sum"  # inside a call spread over two lines
+    assert backends.called_name(SOURCE, 12) == "tf.math.not_equal"
+    assert backends.called_name(SOURCE, 13) is None  # tf.keras is Keras, on every backend
+    assert backends.keras_ops_for("tf.math.reduce_sum") == "keras.ops.sum"
+    assert backends.keras_ops_for("tf.cast") == "keras.ops.cast"
+    assert backends.keras_ops_for("tf.py_function") is None
+
+
+def test_the_message_names_the_first_call_its_line_and_what_runs_everywhere():
+    message = backends.direct_call_message(SOURCE, [9, 14], "jax")
+    assert message == ("your layer calls TensorFlow directly (tf.math.not_equal at line 9, and 1 other line): it "
+                       "runs only on the TensorFlow backend, not on JAX; keras.ops.not_equal runs on all three")
+    # lines from the grading process are only looked up in the grader's copy of the source
+    assert "somewhere" in backends.direct_call_message(SOURCE, [10_000, -1, True], "torch")
+    cell = backends.direct_call_message(SOURCE, [9], "jax", where=lambda line: f"code cell 2, line {line - 4}")
+    assert "tf.math.not_equal at code cell 2, line 5" in cell
+
+
+def test_the_keras_ops_list_matches_the_installed_keras():
+    backend = "jax" if backends.installed("jax") else "tensorflow"
+    listed = subprocess.run(
+        [sys.executable, "-c", "import keras; print(' '.join(n for n in dir(keras.ops) if not n.startswith('_') "
+                               "and callable(getattr(keras.ops, n))))"],
+        capture_output=True, text=True, env=dict(os.environ, KERAS_BACKEND=backend), check=True).stdout.split()
+    from grader.keras_ops import NAMES
+
+    assert set(listed) == NAMES
+
+
+def test_the_judge_and_the_comparison_import_no_backend():
+    """The parent's replay, the checks, the judge and --all-backends' comparison are NumPy only: judging
+    a JAX grading imports neither TensorFlow nor JAX."""
+    modules = ["grader.judge.server", "grader.judge.judging", "grader.portability", "grader.grading", "grader.report",
+               *[f"grader.checks.{e}" for e in exercises.EXERCISES]]
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'tensorflow', 'jax', 'torch', 'keras'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- the catalogue on each backend
+@pytest.fixture(scope="module", params=OTHER_BACKENDS)
+def backend_verdicts(request, tmp_path_factory):
+    """(backend, {(exercise, name): Verdict}) for the whole catalogue graded on another backend, forked
+    from a warm worker that preloaded that backend."""
+    from grader.batch import Workers
+
+    backend = request.param
+    folder = tmp_path_factory.mktemp(f"catalog-{backend}")
+    items, sources = [], {}
+    for exercise in exercises.EXERCISES.values():
+        mistakes, variants = catalog(exercise.id)
+        named = {"solution": exercise.solution.read_text(encoding="utf-8")}
+        named.update({f"mistake_{m.name}": m.source for m in mistakes})
+        named.update({f"variant_{v.name}": v.source for v in variants})
+        (folder / exercise.id).mkdir()
+        for name, source in named.items():
+            path = folder / exercise.id / f"{name}.py"
+            path.write_text(source, encoding="utf-8")
+            items.append((exercise.id, name, path))
+            sources[(exercise.id, name)] = source
+    names = {path.resolve(): name for _, name, path in items}
+    workers = Workers(backend=backend)
+    try:
+        verdicts = {(exercise_id, names[path]): verdict for exercise_id, path, verdict in grade_pairs(
+            [(e, p) for e, _, p in items], Settings(backend=backend), jobs=WARM_JOBS, runner=workers)}
+    finally:
+        workers.close()
+    return backend, verdicts, sources
+
+
+def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(backend_verdicts,
+                                                                                 catalog_verdicts):
+    """Same status, score and check results as on TensorFlow; a layer that calls TensorFlow itself instead
+    gets the one message that says so (and what runs everywhere), never a traceback."""
+    backend, verdicts, sources = backend_verdicts
+    differing = {}
+    for key, verdict in verdicts.items():
+        assert verdict.context.get("backend") == backend
+        if calls_tensorflow(sources[key]):
+            assert verdict.status == "error", key
+            assert "your layer calls TensorFlow directly (tf." in verdict.error, (key, verdict.error)
+            assert "Traceback" not in verdict.error
+            continue
+        if outcome(verdict) != outcome(catalog_verdicts[key]):
+            differing[key] = (verdict.error, [(c.id, c.status, c.message[:200]) for c in verdict.checks
+                                              if c.status != catalog_verdicts[key].checks[0].status or True][:0],
+                              {c.id: c.status for c in verdict.checks} if verdict.checks else None,
+                              {c.id: c.status for c in catalog_verdicts[key].checks})
+    assert differing == {}
+    assert any(calls_tensorflow(s) for s in sources.values())  # the message is shown, not assumed
+
+
+# ----------------------------------------------------------------------------- one submission, in full
+def _grade_json(*arguments: str) -> tuple[int, dict]:
+    result = subprocess.run([sys.executable, "-m", "grader", *arguments, "--json", "--seed", "7"],
+                            capture_output=True, text=True)
+    assert result.stdout.strip(), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+@needs_jax
+def test_a_tensorflow_call_under_jax_gets_one_clear_message(tmp_path):
+    mistakes, _ = catalog("exercise1")
+    source = next(m.source for m in mistakes if m.name == "tensorflow_op_in_compute_mask")
+    path = tmp_path / "exercise1.py"
+    path.write_text(source, encoding="utf-8")
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "tf.math.not_equal(" in text)
+    code, verdict = _grade_json("exercise1", "--submission", str(path), "--backend", "jax")
+    assert code == 2 and verdict["status"] == "error" and verdict["backend"] == "jax"
+    assert verdict["error"] == (
+        f"The submission could not be graded on JAX: your layer calls TensorFlow directly (tf.math.not_equal at "
+        f"line {line}): it runs only on the TensorFlow backend, not on JAX; keras.ops.not_equal runs on all three.")
+    code, verdict = _grade_json("exercise1", "--submission", str(path))  # on TensorFlow: its real mistake
+    assert verdict["backend"] == "tensorflow" and verdict["status"] == "failed"
+
+
+# An encoder that masks only when the mask "is a real tensor" by TensorFlow's sign of one (.numpy): right on
+# TensorFlow, where Keras hands it an EagerTensor; on JAX the mask is a jax.Array, and the padding is attended to.
+TENSOR_CHECKED_MASK = ("        if mask is not None:\n            mask = keras.ops.expand_dims(mask, axis=1)\n",
+                       "        if hasattr(mask, \"numpy\"):  # a tensor, not None\n"
+                       "            mask = keras.ops.expand_dims(mask, axis=1)\n        else:\n            mask = None\n")
+
+
+@needs_jax
+def test_all_backends_reports_where_mask_handling_differs(tmp_path):
+    solution = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+    assert solution.count(TENSOR_CHECKED_MASK[0]) == 1
+    path = tmp_path / "exercise3.py"
+    path.write_text(solution.replace(*TENSOR_CHECKED_MASK), encoding="utf-8")
+    code, result = _grade_json("exercise3", "--submission", str(path), "--all-backends")
+    assert code == 0 and result["status"] == "passed" and result["backend"] == "tensorflow"  # TensorFlow's verdict
+    by_backend = {b["backend"]: b for b in result["backends"]}
+    assert by_backend["tensorflow"]["status"] == "passed" and by_backend["jax"]["status"] == "failed"
+    assert result["portable"] is False
+    (difference,) = [d for d in result["differences"] if d["backend"] == "jax"]
+    assert difference["check"].startswith("mask.")
+    assert difference["check_detail"] == "passed on TensorFlow, failed on JAX"
+    assert difference["phase"] == "mask"
+    assert "MultiHeadAttention" in difference["call"]  # where the mask should have arrived
+    assert "mask" in difference["detail"]
+
+
+@needs_jax
+def test_all_backends_finds_the_solution_the_same_everywhere(tmp_path):
+    code, result = _grade_json("exercise3", "--submission", str(exercises.get("exercise3").solution),
+                               "--all-backends")
+    assert code == 0 and result["portable"] is True and result["differences"] == []
+    assert {b["backend"] for b in result["backends"]} == set(backends.available())
+    assert all(b["status"] == "passed" for b in result["backends"])
+
+
+@needs_jax
+def test_the_report_says_which_backend_ran(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
+                             str(exercises.get("exercise3").solution), "--backend", "jax", "--seed", "7"],
+                            capture_output=True, text=True, env=dict(os.environ, COLUMNS="80"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert "Score 23/23" in first and "on JAX" in first and len(first) <= 80
+    assert "sandboxed" in first  # the same confinement as on TensorFlow
