@@ -58,8 +58,10 @@ def check(name: str, source: str = "--backend") -> str:
     if name not in NAMES:
         raise BackendError(f"{source} must be one of {', '.join(NAMES)}, got {name!r}")
     if not installed(name):
+        from .extras import install_line
+
         extra = EXTRAS[name]
-        how = f"pip install 'transformer-exercises[{extra}]'" if extra else "pip install transformer-exercises"
+        how = install_line(extra) if extra else "pip install transformer-exercises"
         raise BackendError(f"{source} asks for the {title(name)} backend, which is not installed here ({how})")
     return name
 

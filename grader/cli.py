@@ -998,6 +998,10 @@ def explain_command(argv: list[str]) -> int:
         parser.error(f"grade explain measures {', '.join(EXPLAINABLE)} only (the chapter's question "
                      f"about its two LayerNormalization layers), not {exercise.id}")
     settings = resolve_settings(args, parser)
+    if settings.backend != "tensorflow":
+        parser.error(f"grade explain trains its classifiers on TensorFlow only for now, not on "
+                     f"{settings.backend}: leave out --backend (and GRADE_BACKEND), or grade on "
+                     f"{settings.backend} with `grade {exercise.id} --backend {settings.backend}`")
     if args.timeout is None and not os.environ.get("GRADE_TIMEOUT"):
         settings = dataclasses.replace(settings, timeout=EXPLAIN_TIMEOUT)  # training takes longer than grading
     submission = (args.submission or find_working_copy(exercise)).resolve()
