@@ -248,3 +248,88 @@ def test_the_report_says_which_backend_ran(tmp_path):
     first = result.stdout.splitlines()[0]
     assert "Score 23/23" in first and "on JAX" in first and len(first) <= 80
     assert "sandboxed" in first  # the same confinement as on TensorFlow
+
+
+# ----------------------------------------------------------------------------- confinement on each backend
+PROBING = '''
+
+import os as _os
+import socket as _socket
+import threading as _threading
+
+
+def _report(name, what):
+    print("REPORT", name, what, flush=True)
+
+
+def _attempt(name, action):
+    try:
+        action()
+        _report(name, "done")
+    except Exception as exc:
+        _report(name, "refused:" + type(exc).__name__)
+
+
+_attempt("socket", lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM))
+_attempt("write", lambda: open(OUTSIDE + "/written", "w").write("x"))
+_release = _threading.Event()
+_started = []
+
+
+def _flood():
+    for _ in range(64):
+        thread = _threading.Thread(target=_release.wait, args=(30,), daemon=True)
+        thread.start()
+        _started.append(thread)
+
+
+_attempt("threads", _flood)
+_release.set()
+for _thread in _started:
+    _thread.join()
+
+
+def _backend_work():
+    import keras
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+        jax.config.update("jax_compilation_cache_dir", OUTSIDE + "/jax-cache")
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.jit(lambda x: x * 2 + 1)(keras.ops.ones((64, 64)))
+    elif backend == "torch":
+        import torch
+        torch.ones(512, 512) @ torch.ones(512, 512)
+    _report("tasks", len(_os.listdir("/proc/self/task")))
+
+
+_attempt("backend", _backend_work)
+'''
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_the_confinement_holds_on_every_backend(backend, tmp_path):
+    """On JAX and PyTorch as on TensorFlow: every measure applies, no socket opens, nothing is written
+    outside the scratch folder (JAX's compilation cache included), threads stay within the process cap,
+    and the correct layer still passes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    source = exercises.get("exercise3").solution.read_text(encoding="utf-8") + \
+        f"\nOUTSIDE = {str(outside)!r}\n" + PROBING
+    path = tmp_path / "exercise3.py"
+    path.write_text(source, encoding="utf-8")
+    from grader.grading import grade
+    from grader.sandbox import MAX_PROCESSES
+
+    verdict = grade("exercise3", path, Settings(seed=3, backend=backend))
+    reports = dict(line.split(" ", 2)[1:] for line in verdict.context.get("output", "").splitlines()
+                   if line.startswith("REPORT "))
+    assert verdict.status == "passed", (verdict.error, reports)
+    assert verdict.context["backend"] == backend
+    assert reports["socket"].startswith("refused:") and reports["write"].startswith("refused:")
+    assert reports["threads"].startswith("refused:")  # the process cap ends the 64 threads
+    assert int(reports["tasks"]) <= MAX_PROCESSES
+    assert list(outside.iterdir()) == []
+    claims = verdict.context.get("confinement") or {}
+    assert claims.get("seccomp") is True and claims["landlock"]["applied"]
+    assert "Landlock" in verdict.context["sandbox"] and "seccomp" in verdict.context["sandbox"]
