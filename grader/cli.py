@@ -53,10 +53,10 @@ for instructors:
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could
 not be graded.
-environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set the
-defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says where
-progress and hints are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++
-logs quiet."""
+environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set
+the defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says
+where progress and hints are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps
+TensorFlow's C++ logs quiet."""
 
 # The commands main() dispatches, for suggestions when a name is neither a command nor an exercise.
 COMMANDS = ("init", "list", "hint", "explain", "nbgrader-course", "batch", "merge", "class-report",
@@ -998,10 +998,6 @@ def explain_command(argv: list[str]) -> int:
         parser.error(f"grade explain measures {', '.join(EXPLAINABLE)} only (the chapter's question "
                      f"about its two LayerNormalization layers), not {exercise.id}")
     settings = resolve_settings(args, parser)
-    if settings.backend != "tensorflow":
-        parser.error(f"grade explain trains its classifiers on TensorFlow only for now, not on "
-                     f"{settings.backend}: leave out --backend (and GRADE_BACKEND), or grade on "
-                     f"{settings.backend} with `grade {exercise.id} --backend {settings.backend}`")
     if args.timeout is None and not os.environ.get("GRADE_TIMEOUT"):
         settings = dataclasses.replace(settings, timeout=EXPLAIN_TIMEOUT)  # training takes longer than grading
     submission = (args.submission or find_working_copy(exercise)).resolve()

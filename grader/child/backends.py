@@ -128,13 +128,16 @@ def _leaves(values, depth: int = 0):
         yield values
 
 
-def gradients(loss, variables: list) -> tuple[object, list]:
+def gradients(loss, variables: list, state=()) -> tuple[object, list]:
     """(the value of ``loss()``, the gradient of it for each Keras variable, None where it has none).
 
     ``loss()`` computes a scalar from calls of the layer. TensorFlow records it on a tape; PyTorch
     differentiates its autograd graph (None for a variable the graph does not reach, as TensorFlow);
     JAX differentiates ``loss`` as a function of the variables' values (a stateless scope maps each
-    variable to its value), and so gives zeros, not None, for a variable the loss does not use."""
+    variable to its value), and so gives zeros, not None, for a variable the loss does not use.
+    ``state``: variables ``loss()`` may update without being differentiated (a dropout layer's seed,
+    a norm's moving statistics); on JAX their new values are taken out of the scope and assigned
+    after, as the other backends assign them in place."""
     import keras
 
     backend = keras.backend.backend()
@@ -148,11 +151,17 @@ def gradients(loss, variables: list) -> tuple[object, list]:
     if backend == "jax":
         import jax
 
-        def of_values(values):
-            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return loss()
+        state = [s for s in state if all(s is not v for v in variables)]
 
-        value, grads = jax.value_and_grad(of_values)([v.value for v in variables])
+        def of_values(values):
+            mapping = list(zip(variables, values)) + [(s, s.value) for s in state]
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                value = loss()
+            return value, [scope.get_current_value(s) for s in state]
+
+        (value, updated), grads = jax.value_and_grad(of_values, has_aux=True)([v.value for v in variables])
+        for variable, new in zip(state, updated):
+            variable.assign(new)
         return value, list(grads)
     import torch
 
@@ -164,6 +173,19 @@ def gradients(loss, variables: list) -> tuple[object, list]:
         return value, [None] * len(tensors)
     grads = torch.autograd.grad(value, tensors, allow_unused=True)
     return value, list(grads)
+
+
+def has_gradient(gradient) -> bool:
+    """Whether a variable got a gradient: on JAX, which has no unused variables, a gradient that is not
+    exactly zero everywhere (what TensorFlow and PyTorch give None for)."""
+    import keras
+    import numpy as np
+
+    if gradient is None:
+        return False
+    if keras.backend.backend() == "jax":
+        return bool(np.any(np.asarray(keras.ops.convert_to_numpy(gradient)) != 0))
+    return True
 
 
 def scalar_sum(value, weights):
