@@ -21,9 +21,9 @@ NAMES = ("tensorflow", "jax", "torch")
 # per pool where the library reads it from the environment (the others are set in start_runtime).
 ENVIRONMENT = {
     "tensorflow": {},
-    "jax": {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "jax": {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
             "JAX_ENABLE_COMPILATION_CACHE": "false"},
-    "torch": {"MKL_NUM_THREADS": "1", "TORCH_NUM_THREADS": "1"},
+    "torch": {"MKL_NUM_THREADS": "1"},
 }
 
 
@@ -38,6 +38,23 @@ def select(name: str) -> None:
     os.environ["KERAS_BACKEND"] = name
     for key, value in ENVIRONMENT[name].items():
         os.environ.setdefault(key, value)
+    if name == "jax":
+        one_cpu()
+
+
+def one_cpu() -> None:
+    """Run on one of the CPUs this process may use. JAX's CPU client sizes its thread pools by the
+    CPUs it may run on (18 threads with two here, 13 with one), which on a large machine would pass
+    the grading's process cap; one CPU is what a grading gets of the machine anyway (its share in
+    the grader's control group). Which one is drawn, so parallel gradings spread."""
+    import random
+
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) > 1:
+            os.sched_setaffinity(0, {random.SystemRandom().choice(allowed)})
+    except (AttributeError, OSError):
+        pass
 
 
 def start_runtime(name: str) -> dict:
