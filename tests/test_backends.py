@@ -21,6 +21,9 @@ from .conftest import WARM_JOBS
 OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
     not backends.installed(name), reason=f"the {backends.title(name)} backend is not installed here "
                                          f"(pip install '.[{name}]')")) for name in ("jax", "torch")]
+# JAX compiles every operation anew in each grading process (about 20 s a grading on two idle cores, minutes
+# on busy ones): the tests give a grading ample time, so that only a wrong verdict fails them
+SLOW_BACKEND_TIMEOUT = 900.0
 needs_jax = pytest.mark.skipif(not backends.installed("jax"), reason="JAX is not installed here (pip install '.[jax]')")
 
 # a call of a TensorFlow function (tf.newaxis is None, tf.keras is Keras: both run everywhere)
@@ -128,62 +131,60 @@ def test_the_judge_and_the_comparison_import_no_backend():
 
 
 # ----------------------------------------------------------------------------- the catalogue on each backend
-@pytest.fixture(scope="module", params=OTHER_BACKENDS)
-def backend_verdicts(request, tmp_path_factory):
-    """(backend, {(exercise, name): Verdict}) for the whole catalogue graded on another backend, forked
-    from a warm worker that preloaded that backend."""
+def _grade_catalogue(exercise_id: str, backend: str, folder: Path) -> tuple[dict, dict]:
+    """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
+    ``backend``, forked from a warm worker that preloaded it (as grade batch grades a class)."""
     from grader.batch import Workers
 
-    backend = request.param
-    folder = tmp_path_factory.mktemp(f"catalog-{backend}")
-    items, sources = [], {}
-    for exercise in exercises.EXERCISES.values():
-        mistakes, variants = catalog(exercise.id)
-        named = {"solution": exercise.solution.read_text(encoding="utf-8")}
-        named.update({f"mistake_{m.name}": m.source for m in mistakes})
-        named.update({f"variant_{v.name}": v.source for v in variants})
-        (folder / exercise.id).mkdir()
-        for name, source in named.items():
-            path = folder / exercise.id / f"{name}.py"
-            path.write_text(source, encoding="utf-8")
-            items.append((exercise.id, name, path))
-            sources[(exercise.id, name)] = source
-    names = {path.resolve(): name for _, name, path in items}
+    mistakes, variants = catalog(exercise_id)
+    sources = {"solution": exercises.get(exercise_id).solution.read_text(encoding="utf-8")}
+    sources.update({f"mistake_{m.name}": m.source for m in mistakes})
+    sources.update({f"variant_{v.name}": v.source for v in variants})
+    folder.mkdir(parents=True)
+    names = {}
+    for name, source in sources.items():
+        path = folder / f"{name}.py"
+        path.write_text(source, encoding="utf-8")
+        names[path.resolve()] = name
     workers = Workers(backend=backend)
     try:
-        verdicts = {(exercise_id, names[path]): verdict for exercise_id, path, verdict in grade_pairs(
-            [(e, p) for e, _, p in items], Settings(backend=backend), jobs=WARM_JOBS, runner=workers)}
+        settings = Settings(seed=11, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
+        verdicts = {names[path]: verdict for _, path, verdict in grade_pairs(
+            [(exercise_id, p) for p in names], settings, jobs=WARM_JOBS, runner=workers)}
     finally:
         workers.close()
-    return backend, verdicts, sources
+    return verdicts, sources
 
 
-def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(backend_verdicts,
-                                                                                 catalog_verdicts):
-    """Same status, score and check results as on TensorFlow; a layer that calls TensorFlow itself instead
-    gets the one message that says so (and what runs everywhere), never a traceback."""
-    backend, verdicts, sources = backend_verdicts
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path):
+    """Same status, score and check results as on TensorFlow, with the same seed; a layer that calls
+    TensorFlow itself instead gets the one message that says so (and what runs everywhere), never a
+    traceback."""
+    on_tensorflow, sources = _grade_catalogue(exercise_id, "tensorflow", tmp_path / "tensorflow")
+    verdicts, _ = _grade_catalogue(exercise_id, backend, tmp_path / backend)
     differing = {}
-    for key, verdict in verdicts.items():
+    for name, verdict in verdicts.items():
         assert verdict.context.get("backend") == backend
-        if calls_tensorflow(sources[key]):
-            assert verdict.status == "error", key
-            assert "your layer calls TensorFlow directly (tf." in verdict.error, (key, verdict.error)
+        if calls_tensorflow(sources[name]):
+            assert verdict.status == "error", name
+            assert "your layer calls TensorFlow directly (tf." in verdict.error, (name, verdict.error)
             assert "Traceback" not in verdict.error
             continue
-        on_tensorflow = catalog_verdicts[key]
-        if outcome(verdict) != outcome(on_tensorflow):
-            statuses = {c.id: c.status for c in on_tensorflow.checks}
-            differing[key] = (verdict.status, verdict.error, [
+        if outcome(verdict) != outcome(on_tensorflow[name]):
+            statuses = {c.id: c.status for c in on_tensorflow[name].checks}
+            differing[name] = (verdict.status, verdict.error, [
                 (c.id, statuses.get(c.id), c.status, c.message[:300]) for c in verdict.checks
                 if statuses.get(c.id) != c.status])
     assert differing == {}
-    assert any(calls_tensorflow(s) for s in sources.values())  # the message is shown, not assumed
+    assert verdicts["solution"].status == "passed"
 
 
 # ----------------------------------------------------------------------------- one submission, in full
 def _grade_json(*arguments: str) -> tuple[int, dict]:
-    result = subprocess.run([sys.executable, "-m", "grader", *arguments, "--json", "--seed", "7"],
+    result = subprocess.run([sys.executable, "-m", "grader", *arguments, "--json", "--seed", "7", "--timeout",
+                             str(SLOW_BACKEND_TIMEOUT)],
                             capture_output=True, text=True)
     assert result.stdout.strip(), result.stderr
     return result.returncode, json.loads(result.stdout)
@@ -243,7 +244,8 @@ def test_all_backends_finds_the_solution_the_same_everywhere(tmp_path):
 @needs_jax
 def test_the_report_says_which_backend_ran(tmp_path):
     result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
-                             str(exercises.get("exercise3").solution), "--backend", "jax", "--seed", "7"],
+                             str(exercises.get("exercise3").solution), "--backend", "jax", "--seed", "7",
+                             "--timeout", str(SLOW_BACKEND_TIMEOUT)],
                             capture_output=True, text=True, env=dict(os.environ, COLUMNS="80"))
     assert result.returncode == 0, result.stdout + result.stderr
     first = result.stdout.splitlines()[0]
@@ -322,7 +324,7 @@ def test_the_confinement_holds_on_every_backend(backend, tmp_path):
     from grader.grading import grade
     from grader.sandbox import MAX_PROCESSES
 
-    verdict = grade("exercise3", path, Settings(seed=3, backend=backend))
+    verdict = grade("exercise3", path, Settings(seed=3, backend=backend, timeout=SLOW_BACKEND_TIMEOUT))
     reports = dict(line.split(" ", 2)[1:] for line in verdict.context.get("output", "").splitlines()
                    if line.startswith("REPORT "))
     assert verdict.status == "passed", (verdict.error, reports)
@@ -334,3 +336,70 @@ def test_the_confinement_holds_on_every_backend(backend, tmp_path):
     claims = verdict.context.get("confinement") or {}
     assert claims.get("seccomp") is True and claims["landlock"]["applied"]
     assert "Landlock" in verdict.context["sandbox"] and "seccomp" in verdict.context["sandbox"]
+
+
+# ----------------------------------------------------------------------------- batch, watch, platforms
+@needs_jax
+def test_batch_and_platform_results_on_jax(tmp_path):
+    """`grade batch --backend jax` grades every file on JAX (its run.json says so), and a single grading's
+    Gradescope results carry the backend."""
+    mistakes, _ = catalog("exercise3")
+    shared = next(m for m in mistakes if m.name == "shared_norm")
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "good.py").write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "shared.py").write_text(shared.source, encoding="utf-8")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--exercise", "exercise3",
+                             "--out", str(out), "--backend", "jax", "--seed", "5", "--timeout",
+                             str(SLOW_BACKEND_TIMEOUT)], capture_output=True, text=True)
+    assert result.returncode in (0, 1), result.stderr
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {line["backend"] for line in lines} == {"jax"}
+    assert sorted(line["status"] for line in lines) == ["failed", "passed"]
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["backend"] == "jax"
+
+    results = tmp_path / "results.json"
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission", str(folder / "good.py"),
+                             "--gradescope-results", str(results), "--timeout", str(SLOW_BACKEND_TIMEOUT)],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, GRADE_BACKEND="jax"))
+    assert result.returncode == 0, result.stderr
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["extra_data"]["backend"] == "jax" and "(on JAX)" in written["output"]
+
+
+@needs_jax
+def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
+    import io
+
+    import watchfiles
+    from rich.console import Console
+
+    from grader import batch, cli
+
+    exercise = exercises.get("exercise3")
+    solution = exercise.solution.read_text(encoding="utf-8")
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(solution.replace(*TENSOR_CHECKED_MASK), encoding="utf-8")
+    workers = []
+
+    class Recording(batch.Workers):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            workers.append(self)
+
+    def saves(*args, **kwargs):
+        submission.write_text(solution, encoding="utf-8")
+        yield {(watchfiles.Change.modified, str(submission))}
+
+    verdicts = []
+    show = cli.grade_and_show
+    monkeypatch.setattr(batch, "Workers", Recording)
+    monkeypatch.setattr(watchfiles, "watch", saves)
+    monkeypatch.setattr(cli, "grade_and_show", lambda *a, **k: verdicts.append(show(*a, **k)) or verdicts[-1])
+    settings = Settings(seed=4, backend="jax", timeout=SLOW_BACKEND_TIMEOUT)
+    code = cli.watch(exercise, submission, settings, Console(file=io.StringIO(), width=100))
+    assert [w.backend for w in workers] == ["jax"]
+    assert [v.context["backend"] for v in verdicts] == ["jax", "jax"]
+    assert [v.status for v in verdicts] == ["failed", "passed"] and code == 0  # the mask is ignored on JAX, then fixed
