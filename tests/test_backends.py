@@ -34,6 +34,17 @@ def calls_tensorflow(source: str) -> bool:
     return "import tensorflow" in source and bool(TF_CALL.search(source))
 
 
+# Correct layers that behave otherwise on a backend, because the backend does: (exercise, submission,
+# backend) -> (the check that fails there, what its message says). These are the findings --all-backends
+# exists for, not grader faults.
+KNOWN_DIFFERENCES = {
+    # positions = arange(0, sequence_length)[:length] on keras.Input(shape=(None,)): JAX's symbolic shapes
+    # cannot tell that min(sequence_length, length) is length, so the sum does not broadcast
+    ("exercise1", "variant_positions_sliced_from_a_full_range", "jax"):
+        ("mask.functional", "Incompatible shapes for broadcasting"),
+}
+
+
 def outcome(verdict) -> tuple:
     """What must be the same on every backend: the status, the score and each check's status."""
     return verdict.status, verdict.score, tuple((c.id, c.status) for c in verdict.checks)
@@ -171,6 +182,12 @@ def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backen
             assert verdict.status == "error", name
             assert "your layer calls TensorFlow directly (tf." in verdict.error, (name, verdict.error)
             assert "Traceback" not in verdict.error
+            continue
+        known = KNOWN_DIFFERENCES.get((exercise_id, name, backend))
+        if known is not None:
+            failing = [c for c in verdict.checks if c.status != "passed"]
+            assert on_tensorflow[name].status == "passed" and [c.id for c in failing] == [known[0]], name
+            assert known[1] in failing[0].message
             continue
         if outcome(verdict) != outcome(on_tensorflow[name]):
             statuses = {c.id: c.status for c in on_tensorflow[name].checks}
