@@ -420,3 +420,16 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     assert [w.backend for w in workers] == ["jax"]
     assert [v.context["backend"] for v in verdicts] == ["jax", "jax"]
     assert [v.status for v in verdicts] == ["failed", "passed"] and code == 0  # the mask is ignored on JAX, then fixed
+
+
+@needs_jax
+def test_tf_keras_is_keras_and_passes_on_jax(tmp_path):
+    """`tf.keras` is Keras itself, on whichever backend runs: a layer built from it is no TensorFlow call."""
+    solution = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+    old = '                layers.Dense(dense_dim, activation="relu"),'
+    assert solution.count(old) == 1
+    path = tmp_path / "exercise3.py"
+    path.write_text("import tensorflow as tf\n" + solution.replace(old, old.replace("layers.", "tf.keras.layers.")),
+                    encoding="utf-8")
+    code, verdict = _grade_json("exercise3", "--submission", str(path), "--backend", "jax")
+    assert code == 0 and verdict["status"] == "passed", verdict["error"]

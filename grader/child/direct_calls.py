@@ -18,6 +18,8 @@ import sys
 import threading
 
 MAX_LINES = 10
+# TensorFlow's lazy attribute lookups: ``tf.keras`` runs one to find Keras, which is no TensorFlow call
+LOOKUPS = frozenset({"__getattr__", "__getattribute__", "__dir__", "_load"})
 
 
 class DirectCalls:
@@ -53,7 +55,7 @@ class DirectCalls:
         caller = frame.f_back
         if caller is None or caller.f_code.co_filename != self.submission:
             return
-        if not os.path.realpath(frame.f_code.co_filename).startswith(self._root):
+        if frame.f_code.co_name in LOOKUPS or not os.path.realpath(frame.f_code.co_filename).startswith(self._root):
             return
         if caller.f_lineno not in self.lines:
             self.lines.append(caller.f_lineno)
