@@ -22,6 +22,7 @@ DEFAULT_SEED = None  # a fresh secret seed for every run
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MEMORY_MB = 4096
 CHECKS_SECONDS = 60.0
+DEFAULT_BACKEND = "tensorflow"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Settings:
     memory_mb: int = DEFAULT_MEMORY_MB
     checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
     private: tuple[str, ...] = ()  # folders no grading may read (a class's submissions); the solutions always
+    backend: str = DEFAULT_BACKEND  # the Keras backend the submission runs on (grader.backends)
 
 
 def _default_judges():
@@ -72,8 +74,10 @@ class Grading:
             "timeout": settings.timeout,
             "memory_mb": settings.memory_mb,
             "python": platform.python_version(),
+            "backend": settings.backend,
         }
         self.child = None
+        self.run: ChildRun | None = None
         self._judges = judges if judges is not None else _default_judges
         self._judge = None
         self._verdict: Verdict | None = None
@@ -92,7 +96,8 @@ class Grading:
             return  # found without running anything: no child, no TensorFlow
         try:
             self.job = inputs.child_job(self.exercise, settings.memory_mb, cells=self.source.cells,
-                                        private=[*settings.private, str(self.path.parent)])
+                                        private=[*settings.private, str(self.path.parent)],
+                                        backend=settings.backend)
             self._judges()  # the judge server starts while the child imports TensorFlow
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's
@@ -205,18 +210,19 @@ class Grading:
         if run.protocol_error:  # an untrusted run shows the checks no evidence at all
             run = ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
                            seconds=run.seconds, protocol_error=run.protocol_error)
+        self.run = run  # what the grading process sent, kept for comparing backends (grader.portability)
         if self.source.cells:
             _name_cells(run, self.source)
         self.context["seconds"] = round(run.seconds, 2)
         runtime = run.phases.get("runtime")
         if runtime and runtime.get("ok"):
             data = runtime["data"]
-            self.context.update({k: str(data.get(k)) for k in ("tensorflow", "keras")})
+            self.context.update({k: str(data[k]) for k in ("tensorflow", "keras", "jax", "torch") if k in data})
             self.context["sandbox"] = confinement.describe(data.get("sandbox"))
             if confinement.valid(data.get("sandbox")):
                 self.context["confinement"] = data["sandbox"]
         self.context["output"] = student_output(run.stdout)
-        problem = _ungradable(run, exercise) or (
+        problem = _ungradable(run, exercise, self.settings.backend) or self._direct_calls(run) or (
             f"The submission could not be graded: {self.internal_error}." if self.internal_error else None)
         if problem:  # nothing to judge
             self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
@@ -230,6 +236,18 @@ class Grading:
         except JudgeFailed as exc:
             self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {exc}.",
                                           max_points(exercise.id), self.context)
+
+    def _direct_calls(self, run: ChildRun) -> str | None:
+        """On a backend other than TensorFlow, the one message for a layer that called TensorFlow itself."""
+        from . import backends
+
+        record = run.phases.get("tensorflow_calls")
+        if self.settings.backend == backends.DEFAULT or not record or not record.get("ok"):
+            return None
+        lines = record["data"].get("lines") or []
+        where = self.source.where if self.source.cells else None
+        message = backends.direct_call_message(self.source.text, lines, self.settings.backend, where)
+        return f"The submission could not be graded on {backends.title(self.settings.backend)}: {message}."
 
     def _judged(self) -> None:
         from .judge import protocol
@@ -320,22 +338,28 @@ def _name_cells(run: ChildRun, source: Source) -> None:
             error["where"] = source.where(error["lineno"])
 
 
-def _ungradable(run: ChildRun, exercise) -> str | None:
+def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str | None:
     """Why the submission could not be graded at all, or None."""
+    from .backends import title
     from .judge.evidence import describe_end, format_student_error
 
     if run.protocol_error:
         return f"The submission could not be graded: {run.protocol_error}."
     runtime = run.phases.get("runtime")
+    library = "TensorFlow" if backend == "tensorflow" else f"Keras on {title(backend)}"
     if runtime is None:
         if run.timed_out:
-            return "The grading process ran out of time while importing TensorFlow; try a longer --timeout."
+            return f"The grading process ran out of time while importing {library}; try a longer --timeout."
         return f"The grading process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
         if "sandbox_error" in runtime["data"]:
             return ("The submission could not be graded: the grading process could not confine itself "
                     f"({runtime['data']['sandbox_error']}), so none of the submission ran.")
-        return format_student_error("TensorFlow could not be imported in the grading process", runtime["error"] or {})
+        return format_student_error(f"{library} could not be imported in the grading process",
+                                    runtime["error"] or {})
+    if runtime["data"].get("backend", DEFAULT_BACKEND) != backend:
+        return (f"The submission could not be graded: the grading process ran Keras on "
+                f"{str(runtime['data'].get('backend'))[:40]!r}, not on {title(backend)} as asked.")
     load = run.phases.get("load")
     if load is None:
         if run.timed_out:

@@ -98,6 +98,9 @@ def render(verdict: Verdict, details: bool = False, all_checks: bool = False) ->
     return Group(*parts)
 
 
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+
+
 def sandbox_word(context: dict) -> str | None:
     """The sandbox in a word for the short header: every measure applied, or not (the full header
     lists them). None when no grading process reported its confinement."""
@@ -117,6 +120,9 @@ def header(verdict: Verdict) -> RenderableType:
     if verdict.status != "error" or verdict.max_score:
         style = {"passed": "bold green", "failed": "bold red"}.get(verdict.status, "bold magenta")
         right.append(f"Score {_num(verdict.score)}/{_num(verdict.max_score)}", style=style)
+    backend = ctx.get("backend")
+    if backend and backend != "tensorflow":  # TensorFlow is the default; another backend is said
+        right.append(f"  ·  on {BACKEND_TITLES.get(backend, printable(str(backend)))}", style="bold cyan")
     word = sandbox_word(ctx)
     if word:
         right.append(f"  ·  {word}", style="dim" if word == "sandboxed" else "yellow")
@@ -138,9 +144,12 @@ def full_header(verdict: Verdict) -> RenderableType:
     settings = f"seed {ctx.get('seed')}, time limit {ctx.get('timeout'):g} s, memory limit {ctx.get('memory_mb')} MiB"
     grid.add_row("Settings", settings)
     versions = ", ".join(
-        f"{name} {ctx[key]}" for name, key in (("Python", "python"), ("TensorFlow", "tensorflow"), ("Keras", "keras"))
+        f"{name} {ctx[key]}" for name, key in (("Python", "python"), ("TensorFlow", "tensorflow"), ("JAX", "jax"),
+                                               ("PyTorch", "torch"), ("Keras", "keras"))
         if ctx.get(key)
     )
+    if ctx.get("backend"):
+        grid.add_row("Backend", Text(BACKEND_TITLES.get(ctx["backend"], str(ctx["backend"]))))
     if versions:
         grid.add_row("Versions", Text(versions))
     if ctx.get("sandbox"):
@@ -391,3 +400,58 @@ def batch_summary(results, out) -> RenderableType:
     line = Text(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing graded")
     line.append(f"  ·  results in {out}", style="dim")
     return Group(table, line)
+
+
+def backends_view(comparison) -> RenderableType:
+    """``--all-backends``: each backend's verdict in a line, then whether the layer behaves the same on
+    all of them, and where it first does not (the check, the phase and the layer call)."""
+    lines = Table.grid(padding=(0, 1))
+    lines.add_column(width=1, no_wrap=True)
+    lines.add_column(no_wrap=True, style="bold")
+    lines.add_column(ratio=1)
+    differing = {d.backend: d for d in comparison.differences}
+    for name, verdict in comparison.verdicts.items():
+        symbol, style = STATUS_STYLE.get(verdict.status, ("?", "white"))
+        score = "could not be graded" if verdict.status == "error" else \
+            f"{_num(verdict.score)}/{_num(verdict.max_score)} {verdict.status}"
+        note = "" if name == comparison.reference else ("  differs" if name in differing else "  the same")
+        lines.add_row(Text(symbol, style=style), BACKEND_TITLES.get(name, name), Text(score + note))
+    for name, why in comparison.skipped.items():
+        lines.add_row(Text("-", style="dim"), Text(BACKEND_TITLES.get(name, name), style="dim"),
+                      Text(why, style="dim"))
+    parts: list[RenderableType] = [lines]
+    reference = BACKEND_TITLES.get(comparison.reference, comparison.reference)
+    if comparison.portable:
+        if len(comparison.verdicts) > 1:
+            parts.append(Text(f"Behaves the same on {', '.join(BACKEND_TITLES.get(n, n) for n in comparison.verdicts)}: "
+                              "the same verdict, and every output and gradient equal within tolerance.",
+                              style="green"))
+        else:
+            parts.append(Text("Only one backend is installed here: nothing to compare.", style="yellow"))
+    for difference in comparison.differences:
+        other = BACKEND_TITLES.get(difference.backend, difference.backend)
+        text = Text(f"On {other} the layer does not behave as on {reference}:", style="bold red")
+        if difference.check or difference.check_detail:
+            text.append(f"\n  first check that differs: {difference.check or 'the verdict'}"
+                        f"{' (' + printable(difference.check_detail) + ')' if difference.check_detail else ''}",
+                        style="default")
+        if difference.phase:
+            where = PHASE_NAMES.get(difference.phase, difference.phase)
+            call = f", {printable(difference.call)}" if difference.call else ""
+            text.append(f"\n  first observation that differs: {where}{call}: {printable(difference.detail or '')}",
+                        style="default")
+        elif difference.detail:
+            text.append(f"\n  {printable(difference.detail)}", style="default")
+        parts.append(text)
+    return Panel(Group(*parts), title="Backends", title_align="left", border_style="cyan")
+
+
+# the grading process's phases, as a reader of --all-backends knows them
+PHASE_NAMES = {
+    "construct": "constructing the layer", "variables": "building it", "values": "setting the weights",
+    "forward": "the plain call", "mask": "the call with a padding mask",
+    "mask_perturbed": "the call with a padding mask and changed padded positions",
+    "config": "the config round trip", "saving": "saving and loading", "inference": "calls without training=",
+    "gradients": "gradients", "causal": "the causality call", "functional": "the functional model",
+    "predict": "the model's call", "padding": "changed padding embeddings", "training": "training",
+}

@@ -63,6 +63,7 @@ class Verdict:
             "max_score": self.max_score,
             "error": self.error,
             "checks": [check.to_json() for check in self.checks],
+            "backend": str(self.context.get("backend") or "tensorflow"),  # the Keras backend it ran on
         }
 
 

@@ -25,7 +25,8 @@ def grade(*args, cwd=None):
 
 
 def assert_contract(verdict: dict):
-    assert set(verdict) == {"version", "exercise", "submission", "status", "score", "max_score", "error", "checks"}
+    assert set(verdict) == {"version", "exercise", "submission", "status", "score", "max_score", "error", "checks",
+                            "backend"}
     assert verdict["status"] in ("passed", "failed", "error")
     for check in verdict["checks"]:
         assert set(check) == {"id", "title", "topic", "status", "points", "max_points", "message"}

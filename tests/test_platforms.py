@@ -89,7 +89,8 @@ def test_gradescope_fields_of_the_instructor_issue(verdict):
     assert all(t["output_format"] == "md" for t in results["tests"])
     assert gradescope_results(verdict)["execution_time"] == 5  # the grading process's own seconds
     assert results["stdout_visibility"] == "hidden"
-    assert results["extra_data"] == {"exercise": "exercise3", "status": "failed", "max_score": 8.0, "seed": 11}
+    assert results["extra_data"] == {"exercise": "exercise3", "status": "failed", "max_score": 8.0, "seed": 11,
+                                     "backend": "tensorflow"}
 
 
 @pytest.mark.parametrize("visibility", ["visible", "hidden", "after_due_date", "after_published"])

@@ -82,7 +82,8 @@ def test_rendering_fits_the_width():
 
 def test_verdict_json_keeps_the_contract_fields_only():
     verdict = summarise("exercise3", "x.py", [check("api.constructor", "passed")], CONTEXT)
-    assert set(verdict.to_json()) == {"version", "exercise", "submission", "status", "score", "max_score", "error", "checks"}
+    assert set(verdict.to_json()) == {"version", "exercise", "submission", "status", "score", "max_score", "error",
+                                      "checks", "backend"}
     assert isinstance(verdict, Verdict) and verdict.exit_code == 0
 
 

@@ -198,6 +198,7 @@ def test_merging_refuses_missing_overlapping_and_mixed_shards(graded, tmp_path, 
     assert "mixed seeds" in refused(one, altered("reseeded", seed=8))
     assert "mixed seeds" in refused(one, altered("fresh", seed=None))
     assert "mixed grader versions" in refused(one, altered("newer", grader_version="9.9"))
+    assert "mixed Keras backends (--backend)" in refused(one, altered("on_jax", backend="jax"))
     assert "different classes" in refused(one, altered("other", **{"class": sorted(CLASS) + ["zoe"]}))
     unfinished = tmp_path / "unfinished"
     shutil.copytree(two, unfinished)

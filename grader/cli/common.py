@@ -75,6 +75,15 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall-clock limit for running each submission (default 120)")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
                         help="memory limit of the process running each submission (default 4096)")
+    add_backend_argument(parser)
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    from ..backends import NAMES
+
+    parser.add_argument("--backend", choices=NAMES, default=None, metavar="NAME",
+                        help=f"the Keras backend the submission runs on: {', '.join(NAMES)} (default tensorflow; "
+                             "jax and torch need the extras [jax] and [torch])")
 
 
 def resolve_settings(args, parser):
@@ -97,10 +106,17 @@ def resolve_settings(args, parser):
             parser.error(f"{source} must be at least {minimum}, got {value}")
         return value
 
+    from .. import backends
+
+    try:
+        backend = backends.resolve(getattr(args, "backend", None), os.environ)
+    except backends.BackendError as exc:
+        parser.error(str(exc))
     return Settings(
         seed=pick(args.seed, "GRADE_SEED", DEFAULT_SEED, int, 0, "--seed"),
         timeout=pick(args.timeout, "GRADE_TIMEOUT", DEFAULT_TIMEOUT, float, 1, "--timeout"),
         memory_mb=pick(args.memory, "GRADE_MEMORY_MB", DEFAULT_MEMORY_MB, int, 512, "--memory"),
+        backend=backend,
     )
 
 

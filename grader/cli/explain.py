@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from .common import _exercise_choice, resolve_settings
+from .common import _exercise_choice, add_backend_argument, resolve_settings
 from .grading import find_working_copy
 
 
@@ -45,6 +45,7 @@ def explain_command(argv: list[str]) -> int:
                              f"{EXPLAIN_TIMEOUT:g})")
     parser.add_argument("--memory", type=int, default=None, metavar="MB",
                         help="memory limit of the processes running the encoder (default 4096)")
+    add_backend_argument(parser)
     args = parser.parse_args(argv)
     exercise = _exercise_choice(parser, args.exercise)
     if exercise.id not in EXPLAINABLE:

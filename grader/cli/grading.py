@@ -42,9 +42,10 @@ for instructors:
 EPILOG = """\
 exit codes: 0 every check passed, 1 some check failed, 2 the submission could
 not be graded.
-environment: GRADE_SEED, GRADE_TIMEOUT and GRADE_MEMORY_MB set the defaults of
---seed, --timeout and --memory; GRADE_STATE_DIR says where progress and hints
-are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
+environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set
+the defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says
+where progress and hints are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps
+TensorFlow's C++ logs quiet."""
 
 
 def _grade_parser() -> argparse.ArgumentParser:
@@ -64,6 +65,10 @@ def _grade_parser() -> argparse.ArgumentParser:
                         help="show the full header: seed, limits, versions and every sandbox measure")
     parser.add_argument("--all-checks", action="store_true",
                         help="list every check, passed ones included (by default a topic that passed is one line)")
+    parser.add_argument("--all-backends", action="store_true",
+                        help="grade on every installed Keras backend and say whether the layer behaves the same "
+                             "on all: the same verdict, outputs and gradients (the first check and call that "
+                             "differ, where not)")
     add_settings_arguments(parser)
     platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
     platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
@@ -90,6 +95,11 @@ def grade_command(argv: list[str]) -> int:
         parser.error("--watch cannot be combined with --gradescope-results or --prairielearn-results")
     if args.gradescope_visibility and not args.gradescope_results:
         parser.error("--gradescope-visibility applies to --gradescope-results FILE, which is missing")
+    if args.all_backends and (args.watch or platform_results):
+        parser.error("--all-backends compares backends once; it cannot be combined with --watch, "
+                     "--gradescope-results or --prairielearn-results")
+    if args.all_backends and args.backend:
+        parser.error("--all-backends grades on every installed backend; leave out --backend")
     note = None
     if args.submission is not None:
         submission = args.submission.resolve()
@@ -105,6 +115,10 @@ def grade_command(argv: list[str]) -> int:
                                     f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
                                     "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
+    if args.all_backends:
+        if note:
+            print(note, file=sys.stderr)
+        return all_backends(exercise, submission, settings, args, parser)
     if args.json or platform_results:
         if note:
             print(note, file=sys.stderr)
@@ -130,6 +144,33 @@ def grade_command(argv: list[str]) -> int:
     if args.watch:
         return watch(exercise, submission, settings, console, view)
     return grade_and_show(exercise, submission, settings, console, view=view).exit_code
+
+
+def all_backends(exercise, submission: Path, settings, args, parser) -> int:
+    """``--all-backends``: grade on each installed backend, TensorFlow's verdict first, and compare.
+    The exit code is the TensorFlow verdict's."""
+    from ..student import progress
+    from ..portability import grade_all
+
+    if submission.is_dir():
+        submission = _submission_in(exercise, submission, parser)
+    if args.json:
+        comparison = grade_all(exercise.id, submission, settings)
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        from rich.console import Console
+
+        from ..report import backends_view, render
+
+        console = Console()
+        with console.status(f"Grading {submission} on every installed backend …", spinner="dots"):
+            comparison = grade_all(exercise.id, submission, settings)
+        reference = comparison.verdicts[comparison.reference]
+        console.print(render(reference, details=args.details, all_checks=args.all_checks))
+        console.print(backends_view(comparison))
+    verdict = comparison.verdicts[comparison.reference]
+    progress.record_verdict(verdict)
+    return verdict.exit_code
 
 
 def grade_and_write_results(exercise, submission: Path, settings, args):
@@ -215,7 +256,7 @@ def watch(exercise, submission: Path, settings, console, view: dict | None = Non
     # from it, with the same confinement as a cold grading, so a re-grade skips the import.
     from ..integrations.batch import Workers
 
-    workers = Workers()
+    workers = Workers(backend=settings.backend)
     try:
         return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
                                                                        watching=True, runner=workers, view=view),

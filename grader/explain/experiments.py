@@ -26,7 +26,8 @@ import types
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from ..probe import backends
 
 _Layer = keras.layers.Layer
 
@@ -184,20 +185,24 @@ class Trainer:
         self.loss = keras.losses.BinaryCrossentropy()
         if shared:
             tie(norms)
-        self._step = tf.function(self._train_step)
+        self._step = self._train_step
+        if keras.backend.backend() == "tensorflow":  # one graph for every step; the others run eagerly
+            import tensorflow as tf
+
+            self._step = tf.function(self._train_step)
 
     def gradients(self, tokens, labels):
-        with tf.GradientTape() as tape:
-            loss = self.loss(labels, self.model(tokens, training=True))
-        return loss, tape.gradient(loss, self.variables)
+        return backends.gradients(lambda: self.loss(labels, self.model(tokens, training=True)), self.variables,
+                                  state=self.model.non_trainable_variables)
 
     def _train_step(self, tokens, labels):
+        ops = keras.ops
         loss, gradients = self.gradients(tokens, labels)
-        gradients = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+        gradients = [ops.zeros_like(v) if g is None else ops.convert_to_tensor(g)
                      for g, v in zip(gradients, self.variables)]
         (g1, b1), (g2, b2) = self.places
-        split = tf.stack([tf.norm(gradients[g1]), tf.norm(gradients[g2]), tf.reduce_sum(gradients[g1] * gradients[g2]),
-                          tf.norm(gradients[b1]), tf.norm(gradients[b2]), tf.reduce_sum(gradients[b1] * gradients[b2])])
+        split = ops.stack([ops.norm(gradients[g1]), ops.norm(gradients[g2]), ops.sum(gradients[g1] * gradients[g2]),
+                           ops.norm(gradients[b1]), ops.norm(gradients[b2]), ops.sum(gradients[b1] * gradients[b2])])
         if self.shared:
             gradients[g1] = gradients[g1] + gradients[g2]
             gradients[b1] = gradients[b1] + gradients[b2]
@@ -217,9 +222,10 @@ class Trainer:
             if len(order) < batch:
                 order.extend(rng.permutation(len(tokens)).tolist())
             picked, order = order[:batch], order[batch:]
-            loss, split = self._step(tf.constant(tokens[picked]), tf.constant(labels[picked]))
-            losses.append(float(loss))
-            splits.append(split.numpy())
+            loss, split = self._step(keras.ops.convert_to_tensor(tokens[picked]),
+                                     keras.ops.convert_to_tensor(labels[picked]))
+            losses.append(float(keras.ops.convert_to_numpy(loss)))
+            splits.append(keras.ops.convert_to_numpy(split))
         return np.asarray(losses), np.asarray(splits, dtype=np.float64)
 
 
@@ -235,15 +241,13 @@ def gradient_split(model: Classifier, norms: list, tokens: np.ndarray, labels: n
     ``tokens``, and the gradient a genuinely shared norm (second calls routed to the first) gets."""
     loss_function = keras.losses.BinaryCrossentropy()
     params = [norms[0].gamma, norms[0].beta, norms[1].gamma, norms[1].beta]
-    with tf.GradientTape() as tape:
-        tied_output = model(tokens, training=False)
-        loss = loss_function(labels, tied_output)
-    g1, b1, g2, b2 = (np.asarray(g, dtype=np.float64) for g in tape.gradient(loss, params))
+    tied_output = np.asarray(keras.ops.convert_to_numpy(model(tokens, training=False)))
+    _, found = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), params)
+    g1, b1, g2, b2 = (_float64(g) for g in found)
     with routed(norms[1], norms[0]):
-        with tf.GradientTape() as tape:
-            routed_output = model(tokens, training=False)
-            loss = loss_function(labels, routed_output)
-        shared_gamma, shared_beta = (np.asarray(g, dtype=np.float64) for g in tape.gradient(loss, params[:2]))
+        routed_output = np.asarray(keras.ops.convert_to_numpy(model(tokens, training=False)))
+        _, found = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), params[:2])
+        shared_gamma, shared_beta = (_float64(g) for g in found)
     return {
         "gamma_first": g1, "gamma_second": g2, "beta_first": b1, "beta_second": b2,
         "routed_gamma": shared_gamma, "routed_beta": shared_beta,
@@ -258,10 +262,8 @@ def parameter_counts(model: Classifier, norms: list, tokens: np.ndarray, labels:
     variables = list(model.trainable_variables)
 
     def used() -> int:
-        with tf.GradientTape() as tape:
-            loss = loss_function(labels, model(tokens, training=False))
-        gradients = tape.gradient(loss, variables)
-        return int(sum(int(np.prod(v.shape)) for v, g in zip(variables, gradients) if g is not None))
+        _, gradients = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
+        return int(sum(int(np.prod(v.shape)) for v, g in zip(variables, gradients) if backends.has_gradient(g)))
 
     two = used()
     with routed(norms[1], norms[0]):
@@ -269,6 +271,10 @@ def parameter_counts(model: Classifier, norms: list, tokens: np.ndarray, labels:
     per_norm = [int(np.prod(n.gamma.shape)) + int(np.prod(n.beta.shape)) for n in norms]
     encoder = int(sum(int(np.prod(v.shape)) for v in model.encoder.trainable_variables))
     return {"two_norms": two, "shared_norm": shared, "per_norm": per_norm, "encoder_two_norms": encoder}
+
+
+def _float64(gradient) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(gradient), dtype=np.float64)
 
 
 def module_from_source(name: str, source: str) -> types.ModuleType:

@@ -234,7 +234,8 @@ def header(explanation: Explanation) -> RenderableType:
                      f"the synthetic task ({plan.get('train_count')} train, {plan.get('test_count')} test "
                      "sequences), with two norms and with one shared norm")
     versions = ", ".join(f"{name} {ctx[key]}" for name, key in
-                         (("Python", "python"), ("TensorFlow", "tensorflow"), ("Keras", "keras")) if ctx.get(key))
+                         (("Python", "python"), ("TensorFlow", "tensorflow"), ("JAX", "jax"),
+                          ("PyTorch", "torch"), ("Keras", "keras")) if ctx.get(key))
     if versions:
         grid.add_row("Versions", Text(printable(versions)))
     if ctx.get("sandbox"):

@@ -158,6 +158,7 @@ def _experiment(exercise, path: Path, subject: str, reason: str, student_source:
         embedding_source=exercises.get("exercise1").solution.read_text(encoding="utf-8"),
         # the student's encoder, only to observe how it applies its norms (after the experiments)
         student_source=student_source if subject == "reference" else None,
+        backend=settings.backend,
     )
     say(f"Running the experiments on the {'reference' if subject == 'reference' else 'your'} encoder "
         f"({plan.seeds} seeds x 2 variants x {plan.steps} steps) …")
@@ -182,7 +183,7 @@ def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, pla
     error = _run_error(run, subject)
     runtime = run.phases.get("runtime") or {}
     data = runtime.get("data") if runtime.get("ok") and isinstance(runtime.get("data"), dict) else {}
-    for key in ("tensorflow", "keras"):
+    for key in ("backend", "tensorflow", "jax", "torch", "keras"):
         if key in data:
             context[key] = str(data[key])[:40]
     if data:  # the same line as a grading's header: what confined the child, from its own report

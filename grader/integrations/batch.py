@@ -301,10 +301,15 @@ class Workers:
     replaced whenever it fails), and one forked child per submission."""
 
     def __init__(self, ready_seconds: float = forkserver.READY_SECONDS,
-                 fork_seconds: float = forkserver.FORK_SECONDS):
-        # Start importing TensorFlow in the worker now, and meanwhile the judge server's own
-        # imports (pytest, the checks), which the first result would otherwise wait for.
-        self.server = forkserver.ForkServer(ready_seconds, fork_seconds)
+                 fork_seconds: float = forkserver.FORK_SECONDS, backend: str = "tensorflow"):
+        # Start importing Keras and its backend in the worker now, and meanwhile the judge server's
+        # own imports (pytest, the checks), which the first result would otherwise wait for. A
+        # worker preloads one backend: its forks grade on that backend only.
+        from ..sandbox.process import child_environment, fresh_environment
+
+        self.backend = backend
+        environment = dict(fresh_environment(), **child_environment(), KERAS_BACKEND=backend)
+        self.server = forkserver.ForkServer(ready_seconds, fork_seconds, environment=environment)
         from ..judge.client import shared_judges
 
         shared_judges()
@@ -484,7 +489,7 @@ def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settin
     pending: list[tuple[Submission, Grading, float]] = []
     try:
         if own_workers:
-            workers = Workers()
+            workers = Workers(backend=settings.backend)
 
         def start_more():
             while queue and len(pending) < jobs:

@@ -90,6 +90,7 @@ def gradescope_results(verdict, visibility: str | None = None, execution_time: f
             "status": verdict.status,
             "max_score": verdict.max_score,
             "seed": verdict.context["seed"] if isinstance(verdict.context.get("seed"), int) else None,
+            "backend": str(verdict.context.get("backend") or "tensorflow"),
         },
         "tests": [_loading_test(verdict)] + [_gradescope_test(check, visibility, told.get(check.id))
                                              for check in report_order(verdict)],
@@ -149,10 +150,15 @@ def _gradescope_test(check, visibility: str, message: str | None = None) -> dict
     }
 
 
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+
+
 def _overview_markdown(verdict) -> str:
     context = verdict.context
     title = context.get("title")
-    lines = [markdown_text(f"{verdict.exercise}" + (f" — {title}" if title else ""))]
+    backend = context.get("backend")
+    on = f" (on {BACKEND_TITLES.get(backend, str(backend))})" if backend and backend != "tensorflow" else ""
+    lines = [markdown_text(f"{verdict.exercise}" + (f" — {title}" if title else "") + on)]
     if verdict.status == "error":
         lines.append("**" + markdown_text("This file could not be graded.") + "** "
                      + markdown_text(brief(verdict.error or "")))

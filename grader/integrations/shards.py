@@ -26,7 +26,7 @@ from .results import MANIFEST, cell, printable
 MANIFEST_FORMAT = 1
 # What two shards must agree on to be one run: a difference in any of them changes a verdict
 # or a results file.
-AGREED = ("exercise", "seed", "grader_version", "timeout", "memory_mb", "gradescope_visibility")
+AGREED = ("exercise", "seed", "grader_version", "timeout", "memory_mb", "gradescope_visibility", "backend")
 
 
 class ShardError(ValueError):
@@ -77,6 +77,7 @@ def manifest(exercise: str, shard: Shard, class_ids, settings, visibility: str |
     return {"format": MANIFEST_FORMAT, "exercise": exercise, "shard": {"k": shard.k, "n": shard.n},
             "seed": settings.seed, "grader_version": __version__, "timeout": settings.timeout,
             "memory_mb": settings.memory_mb, "gradescope_visibility": visibility or DEFAULT_VISIBILITY,
+            "backend": getattr(settings, "backend", "tensorflow"),
             "sandbox": sorted({class_line(line) for line in sandboxes if line}), "class": sorted(set(class_ids))}
 
 
@@ -102,6 +103,7 @@ def read_manifest(folder: Path) -> dict:
         shard = Shard(int(record["shard"]["k"]), int(record["shard"]["n"]))
         if not (isinstance(record["class"], list) and all(isinstance(i, str) for i in record["class"])):
             raise TypeError("class is not a list of ids")
+        record.setdefault("backend", "tensorflow")  # a manifest from before the backends were a setting
         missing = [key for key in AGREED if key not in record]
         if missing or record.get("format") != MANIFEST_FORMAT:
             raise KeyError(", ".join(missing) or "format")
@@ -149,7 +151,8 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
         if len(values) > 1:
             shown = ", ".join(f"{f}: {r[key]!r}" for f, r in zip(folders, records))
             what = {"seed": "mixed seeds (--seed, null for a fresh seed per submission)",
-                    "grader_version": "mixed grader versions"}.get(key, f"mixed {key}")
+                    "grader_version": "mixed grader versions",
+                    "backend": "mixed Keras backends (--backend)"}.get(key, f"mixed {key}")
             raise ShardError(f"these shards are not one run: {what}: {shown}. Grade every shard with the same "
                              "grader and options")
     if len({json.dumps(r["class"]) for r in records}) > 1:

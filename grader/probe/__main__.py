@@ -71,6 +71,7 @@ def start(job: dict) -> None:
 def run_job(job: dict, stream, setup: dict) -> None:
     """Every phase of one job, then leave the process (never returns)."""
     from ..sandbox.confine import confine
+    from .direct_calls import DirectCalls
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
@@ -83,21 +84,20 @@ def run_job(job: dict, stream, setup: dict) -> None:
             raise RuntimeError(f"a job of format {job.get('format')!r}; this child reads format {JOB_FORMAT}")
         started = time.perf_counter()
         warnings.simplefilter("default")
+        from . import backends
+
+        backend = job.get("backend", "tensorflow")
+        backends.select(backend)  # before Keras is imported (the batch worker imported it with the same)
         import keras
-        import numpy
-        import tensorflow
+
+        data["backend"] = backend
+        data.update(backends.start_runtime(backend))
 
         # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own;
         # bound before any student code
         probe = importlib.import_module(job.get("probe") or f"grader.exercises.{job['exercise']}.probe").run
 
-        tensorflow.get_logger().setLevel("ERROR")
-        tensorflow.config.threading.set_intra_op_parallelism_threads(1)
-        tensorflow.config.threading.set_inter_op_parallelism_threads(1)
         data["python"] = sys.version.split()[0]
-        data["tensorflow"] = tensorflow.__version__
-        data["keras"] = keras.__version__
-        data["numpy"] = numpy.__version__
         data["import_seconds"] = time.perf_counter() - started
         keras.utils.set_random_seed(0)  # Keras's own initialisers; every weight is set by the parent later
         try:
@@ -147,7 +147,18 @@ def run_job(job: dict, stream, setup: dict) -> None:
                 cls = candidate
 
     if cls is not None:
-        probe(cls, job, stream, scratch)
+        watcher = DirectCalls(submission)
+        watching = watcher.wanted()
+        if watching:
+            watcher.start()
+        try:
+            probe(cls, job, stream, scratch)
+        finally:
+            if watching:
+                watcher.stop()
+        if watcher.lines:  # only line numbers: the parent reads its own copy of the source
+            with stream.phase("tensorflow_calls") as data:
+                data["lines"] = list(watcher.lines)
     _leave(stream)
 
 

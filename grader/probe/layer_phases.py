@@ -212,7 +212,9 @@ def inference(stream, layer, input_specs: list[tuple], arrays: list[np.ndarray])
 def gradients(stream, layer, registry: Registry, call, job: dict) -> None:
     """Gradients of the parent's loss (the output weighted by its secret loss weights) for every
     trainable variable, then the values after a few plain SGD steps."""
-    import tensorflow as tf
+    import keras
+
+    from . import backends
 
     loss_weights = np.asarray(job["loss_weights"], "float32")
     with stream.phase("gradients") as data:
@@ -220,28 +222,18 @@ def gradients(stream, layer, registry: Registry, call, job: dict) -> None:
         data["variables"] = [registry.variable(v) for v in variables]
 
         def loss_and_gradients():
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(tf.cast(tf.convert_to_tensor(call(layer)), tf.float32) * loss_weights)
-            return tape.gradient(loss, variables)
+            return backends.gradients(lambda: backends.scalar_sum(call(layer), loss_weights), variables)[1]
 
         gradients = loss_and_gradients()
-        data["gradients"] = [None if g is None else to_numpy(_dense(g)) for g in gradients]
+        data["gradients"] = [None if g is None else to_numpy(g) for g in gradients]
         rate = float(job["learning_rate"])
         for step in range(int(job["optimizer_steps"])):
             if step:
                 gradients = loss_and_gradients()
             for gradient, variable in zip(gradients, variables):
                 if gradient is not None:
-                    variable.assign_sub(rate * tf.cast(tf.convert_to_tensor(_dense(gradient)), variable.dtype))
+                    variable.assign_sub(rate * keras.ops.cast(to_numpy(gradient), variable.dtype))
         data["after_steps"] = {str(registry.variable(v)): to_numpy(v) for v in variables}
-
-
-def _dense(gradient):
-    import tensorflow as tf
-
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.convert_to_tensor(gradient)
-    return gradient
 
 
 def tensor(value):

@@ -55,12 +55,13 @@ def _package_folders() -> tuple[str, ...]:
 
 
 def _tensor_class():
-    try:
-        import tensorflow as tf
-
-        return tf.Tensor
-    except ImportError:  # another backend: keras.ops only
+    """The class whose operators the tape hooks: TensorFlow's tensors on the TensorFlow backend; on
+    another backend (whose child never imports TensorFlow) keras.ops only."""
+    if keras.backend.backend() != "tensorflow":
         return None
+    import tensorflow as tf
+
+    return tf.Tensor
 
 
 class OpTape:

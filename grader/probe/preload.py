@@ -1,8 +1,11 @@
 """Imported once by the batch worker (``grader.probe.worker``) before it forks any child.
 
-It imports TensorFlow, Keras, the probes and the confinement, so each forked
-child starts with them loaded, but it runs no TensorFlow operation: the runtime
-(its thread pools) is created fresh in each child, after the fork. TensorFlow's
+It imports Keras on the backend the worker was started for (``KERAS_BACKEND``:
+TensorFlow, JAX or PyTorch, with the backend's library), the probes and the
+confinement, so each forked child starts with them loaded, but it runs no
+operation of the backend: the runtime (its thread pools, JAX's CPU client,
+PyTorch's pools) is created fresh in each child, after the fork. A worker serves
+gradings of its own backend only (the child refuses another). The backend's
 start-up messages of the worker itself are dropped.
 """
 
@@ -15,10 +18,9 @@ _null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 os.close(_null)
 try:
-    import keras  # noqa: F401
-    import numpy  # noqa: F401
-    import tensorflow  # noqa: F401
+    from . import backends
 
+    backends.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
     from ..exercises import EXERCISES
     from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
     from . import describe, evidence_stream, layer_phases, tracing  # noqa: F401

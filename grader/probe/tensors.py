@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 
 def to_numpy(value):
@@ -14,7 +13,7 @@ def to_numpy(value):
 
 
 def is_tensor(value) -> bool:
-    return isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)) or (
+    return isinstance(value, (np.ndarray, keras.Variable)) or keras.ops.is_tensor(value) or (
         hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (list, tuple, dict, type)))
 
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 import inspect
 
 import keras
-import numpy as np
-import tensorflow as tf
 
+from .backends import is_symbolic
 from .op_tape import OpRecorder, OpTape
 from .tensors import array, is_tensor, to_numpy  # noqa: F401  (the probes take them from here)
 
@@ -191,7 +190,7 @@ class CallTracer:
         tracer = self
 
         def traced_call(layer, *args, **kwargs):
-            if (not tracer._stack and layer is not tracer.root) or not tf.executing_eagerly():
+            if (not tracer._stack and layer is not tracer.root) or is_symbolic((args, kwargs)):
                 # symbolic calls (Keras building a layer by tracing it) are not the computation
                 return tracer._original_call(layer, *args, **kwargs)
             return tracer._record(layer, args, kwargs)

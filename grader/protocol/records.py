@@ -50,9 +50,12 @@ def error_problem(error) -> str | None:
 # when the phase stopped early; when present it must have this form)
 PHASE_FIELDS = {
     "runtime": {
-        "python": _text, "tensorflow": _text, "keras": _text, "numpy": _text, "import_seconds": _number,
+        "python": _text, "backend": _text, "tensorflow": _text, "jax": _text, "jaxlib": _text, "torch": _text,
+        "keras": _text, "numpy": _text, "import_seconds": _number,
         "sandbox": lambda v: isinstance(v, dict), "sandbox_error": _text,
     },
+    "tensorflow_calls": {"lines": lambda v: isinstance(v, list) and len(v) <= 10 and all(
+        isinstance(n, int) and not isinstance(n, bool) for n in v)},
     "load": {
         "class_name": _text, "class_found": lambda v: isinstance(v, bool), "is_class": lambda v: isinstance(v, bool),
         "is_callable": lambda v: isinstance(v, bool), "is_layer_subclass": lambda v: isinstance(v, bool),

@@ -13,7 +13,8 @@ from ...probe import layer_phases as phases
 
 def run(build, job: dict, stream, scratch: str) -> None:
     import keras
-    import tensorflow as tf
+
+    from ...probe import backends
 
     dims = job["constructor_arguments"]
     registry = Registry()
@@ -70,11 +71,9 @@ def run(build, job: dict, stream, scratch: str) -> None:
         variables = list(model.trainable_weights)
         data["variables"] = [registry.variable(v) for v in variables]
         loss_function = keras.losses.BinaryCrossentropy()
-        with tf.GradientTape() as tape:
-            loss = loss_function(labels, model(tokens, training=False))
-        gradients = tape.gradient(loss, variables) if variables else []
+        loss, gradients = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
         data["loss"] = float(to_numpy(loss))
-        data["gradients"] = [None if g is None else to_numpy(tf.convert_to_tensor(g)) for g in gradients]
+        data["gradients"] = [None if g is None else to_numpy(g) for g in gradients]
 
 
 class _Table:

@@ -1,0 +1,213 @@
+"""What differs between the Keras backends in a grading process: import, threads, gradients.
+
+Keras 3 runs on TensorFlow, JAX or PyTorch, chosen by ``KERAS_BACKEND`` before
+``keras`` is first imported. The grading process (``grader.probe``) and the
+batch worker (``preload``) call ``select`` before anything imports Keras, then
+``start_runtime`` once it is imported: it imports the backend's own library,
+keeps its thread pools to one thread each, and says which versions ran. The
+probes ask this module, never a backend library, for what Keras's own API
+does not give on every backend: whether a call is symbolic (Keras tracing a
+layer to learn its output's shape) and the gradient of a loss. Nothing here
+decides anything: the parent replays what the probes observed.
+"""
+
+from __future__ import annotations
+
+import os
+
+NAMES = ("tensorflow", "jax", "torch")
+
+# Set before the backend's library is imported: one CPU device, no accelerator probing, one thread
+# per pool where the library reads it from the environment (the others are set in start_runtime).
+ENVIRONMENT = {
+    "tensorflow": {},
+    "jax": {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+            "JAX_ENABLE_COMPILATION_CACHE": "false"},
+    "torch": {"MKL_NUM_THREADS": "1"},
+}
+
+
+class BackendMismatch(RuntimeError):
+    """Keras was already imported with another backend than the job asks for."""
+
+
+def select(name: str) -> None:
+    """Make ``name`` the backend of the Keras this process will import (before any import of it)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown Keras backend {name!r}")
+    os.environ["KERAS_BACKEND"] = name
+    for key, value in ENVIRONMENT[name].items():
+        os.environ.setdefault(key, value)
+    if name == "jax":
+        one_cpu()
+
+
+def one_cpu() -> None:
+    """Run on one of the CPUs this process may use. JAX's CPU client sizes its thread pools by the
+    CPUs it may run on (18 threads with two here, 13 with one), which on a large machine would pass
+    the grading's process cap; one CPU is what a grading gets of the machine anyway (its share in
+    the grader's control group). Which one is drawn, so parallel gradings spread."""
+    import random
+
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) > 1:
+            os.sched_setaffinity(0, {random.SystemRandom().choice(allowed)})
+    except (AttributeError, OSError):
+        pass
+
+
+def start_runtime(name: str) -> dict:
+    """Import Keras and the backend's library, with one thread per pool; their versions."""
+    import keras
+    import numpy
+
+    running = keras.backend.backend()
+    if running != name:
+        raise BackendMismatch(f"Keras runs on {running}, not on {name}")
+    versions = {"backend": name, "keras": keras.__version__, "numpy": numpy.__version__}
+    if name == "tensorflow":
+        import tensorflow
+
+        tensorflow.get_logger().setLevel("ERROR")
+        tensorflow.config.threading.set_intra_op_parallelism_threads(1)
+        tensorflow.config.threading.set_inter_op_parallelism_threads(1)
+        versions["tensorflow"] = tensorflow.__version__
+    elif name == "jax":
+        import jax
+        import jaxlib
+
+        versions["jax"] = jax.__version__
+        versions["jaxlib"] = jaxlib.__version__
+    else:
+        import torch
+
+        torch.set_num_threads(1)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # already set by an earlier start in this process
+            pass
+        versions["torch"] = torch.__version__
+    return versions
+
+
+def preload(name: str) -> None:
+    """Import what ``start_runtime`` imports, without creating any runtime (a fork server's imports)."""
+    select(name)
+    import keras  # noqa: F401
+    import numpy  # noqa: F401
+
+    if name == "tensorflow":
+        import tensorflow  # noqa: F401
+    elif name == "jax":
+        import jax  # noqa: F401
+    else:
+        import torch  # noqa: F401
+
+
+def is_symbolic(values) -> bool:
+    """Whether a layer call on ``values`` (its arguments) is Keras tracing the layer, not computing.
+
+    TensorFlow traces in graph mode; JAX with tracers (``jax.eval_shape``, ``jit``, ``grad``); PyTorch
+    on the ``meta`` device; every backend with KerasTensors (a functional model being built)."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow
+
+        if not tensorflow.executing_eagerly():
+            return True
+    for value in _leaves(values):
+        if isinstance(value, keras.KerasTensor):
+            return True
+        if backend == "jax":
+            import jax
+
+            if isinstance(value, jax.core.Tracer):
+                return True
+        elif backend == "torch":
+            device = getattr(value, "device", None)
+            if getattr(device, "type", None) == "meta":
+                return True
+    return False
+
+
+def _leaves(values, depth: int = 0):
+    if depth > 4:
+        return
+    if isinstance(values, dict):
+        values = list(values.values())
+    if isinstance(values, (list, tuple)):
+        for value in values:
+            yield from _leaves(value, depth + 1)
+    elif values is not None:
+        yield values
+
+
+def gradients(loss, variables: list, state=()) -> tuple[object, list]:
+    """(the value of ``loss()``, the gradient of it for each Keras variable, None where it has none).
+
+    ``loss()`` computes a scalar from calls of the layer. TensorFlow records it on a tape; PyTorch
+    differentiates its autograd graph (None for a variable the graph does not reach, as TensorFlow);
+    JAX differentiates ``loss`` as a function of the variables' values (a stateless scope maps each
+    variable to its value), and so gives zeros, not None, for a variable the loss does not use.
+    ``state``: variables ``loss()`` may update without being differentiated (a dropout layer's seed,
+    a norm's moving statistics); on JAX their new values are taken out of the scope and assigned
+    after, as the other backends assign them in place."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            value = loss()
+        grads = tape.gradient(value, variables) if variables else []
+        return value, [None if g is None else tf.convert_to_tensor(g) for g in grads]
+    if backend == "jax":
+        import jax
+
+        state = [s for s in state if all(s is not v for v in variables)]
+
+        def of_values(values):
+            mapping = list(zip(variables, values)) + [(s, s.value) for s in state]
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                value = loss()
+            return value, [scope.get_current_value(s) for s in state]
+
+        (value, updated), grads = jax.value_and_grad(of_values, has_aux=True)([v.value for v in variables])
+        for variable, new in zip(state, updated):
+            variable.assign(new)
+        return value, list(grads)
+    import torch
+
+    value = loss()
+    tensors = [v.value for v in variables]
+    if not tensors:
+        return value, []
+    if not getattr(value, "requires_grad", False):
+        return value, [None] * len(tensors)
+    grads = torch.autograd.grad(value, tensors, allow_unused=True)
+    return value, list(grads)
+
+
+def has_gradient(gradient) -> bool:
+    """Whether a variable got a gradient: on JAX, which has no unused variables, a gradient that is not
+    exactly zero everywhere (what TensorFlow and PyTorch give None for)."""
+    import keras
+    import numpy as np
+
+    if gradient is None:
+        return False
+    if keras.backend.backend() == "jax":
+        return bool(np.any(np.asarray(keras.ops.convert_to_numpy(gradient)) != 0))
+    return True
+
+
+def scalar_sum(value, weights):
+    """sum(value * weights) as a float32 scalar of the running backend (``weights`` a NumPy array)."""
+    import keras
+
+    value = keras.ops.cast(keras.ops.convert_to_tensor(value), "float32")
+    return keras.ops.sum(keras.ops.multiply(value, keras.ops.convert_to_tensor(weights, "float32")))

@@ -1,0 +1,436 @@
+"""Grading on JAX and PyTorch: the same verdicts as on TensorFlow, one message for a layer that calls
+TensorFlow itself, and --all-backends telling where a layer behaves otherwise on another backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import backends, exercises
+from grader.api import Settings, grade_pairs
+
+from .catalog import catalog
+from .conftest import WARM_JOBS
+
+OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
+    not backends.installed(name), reason=f"the {backends.title(name)} backend is not installed here "
+                                         f"(pip install '.[{name}]')")) for name in ("jax", "torch")]
+# JAX compiles every operation anew in each grading process (about 20 s a grading on two idle cores, minutes
+# on busy ones): the tests give a grading ample time, so that only a wrong verdict fails them
+SLOW_BACKEND_TIMEOUT = 900.0
+needs_jax = pytest.mark.skipif(not backends.installed("jax"), reason="JAX is not installed here (pip install '.[jax]')")
+
+# a call of a TensorFlow function (tf.newaxis is None, tf.keras is Keras: both run everywhere)
+TF_CALL = re.compile(r"\btf\.(?!newaxis\b|keras\b)[A-Za-z_][\w.]*\s*\(")
+
+
+def calls_tensorflow(source: str) -> bool:
+    return "import tensorflow" in source and bool(TF_CALL.search(source))
+
+
+# Correct layers that behave otherwise on a backend, because the backend does: (exercise, submission,
+# backend) -> (the check that fails there, what its message says). These are the findings --all-backends
+# exists for, not grader faults.
+KNOWN_DIFFERENCES = {
+    # positions = arange(0, sequence_length)[:length] on keras.Input(shape=(None,)): JAX's symbolic shapes
+    # cannot tell that min(sequence_length, length) is length, so the sum does not broadcast
+    ("exercise1", "variant_positions_sliced_from_a_full_range", "jax"):
+        ("mask.functional", "Incompatible shapes for broadcasting"),
+}
+
+
+def outcome(verdict) -> tuple:
+    """What must be the same on every backend: the status, the score and each check's status."""
+    return verdict.status, verdict.score, tuple((c.id, c.status) for c in verdict.checks)
+
+
+# ----------------------------------------------------------------------------- settings and naming
+def test_backend_setting_from_flag_environment_and_default():
+    assert backends.resolve(None, {}) == "tensorflow"
+    assert backends.resolve("tensorflow", {"GRADE_BACKEND": "jax"}) == "tensorflow"  # the flag wins
+    with pytest.raises(backends.BackendError, match="must be one of tensorflow, jax, torch, got 'numpy'"):
+        backends.resolve("numpy", {})
+    with pytest.raises(backends.BackendError, match="GRADE_BACKEND='mxnet'"):
+        backends.resolve(None, {"GRADE_BACKEND": "mxnet"})
+
+
+def test_a_backend_that_is_not_installed_names_its_extra(monkeypatch):
+    from grader.extras import install_line
+
+    monkeypatch.setattr(backends, "installed", lambda name: name == "tensorflow")
+    with pytest.raises(backends.BackendError) as refused:
+        backends.resolve("torch", {})
+    assert str(refused.value) == ("--backend asks for the PyTorch backend, which is not installed here "
+                                  f"({install_line('torch')})")
+    with pytest.raises(backends.BackendError) as refused:
+        backends.resolve(None, {"GRADE_BACKEND": "jax"})
+    assert "GRADE_BACKEND='jax'" in str(refused.value) and install_line("jax") in str(refused.value)
+
+
+def test_grade_refuses_an_unknown_backend_with_where_it_came_from(tmp_path):
+    env = dict(os.environ, GRADE_BACKEND="theano")
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
+                             str(exercises.get("exercise3").solution)], capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert "environment variable GRADE_BACKEND='theano': must be one of tensorflow, jax, torch" in result.stderr
+
+
+SOURCE = """import tensorflow as tf
+from tensorflow import math as tfm
+from tensorflow.math import not_equal
+import keras
+
+
+class Layer(keras.layers.Layer):
+    def call(self, x):
+        a = tf.math.not_equal(x, 0)
+        b = tfm.reduce_sum(
+            x)
+        c = not_equal(x, 1)
+        d = tf.keras.ops.sum(x)
+        return tf.cast(a, "float32")
+"""
+
+
+def test_the_tensorflow_call_is_named_from_the_source():
+    assert backends.called_name(SOURCE, 9) == "tf.math.not_equal"
+    assert backends.called_name(SOURCE, 10) == "tf.math.reduce_sum"
+    assert backends.called_name(SOURCE, 11) == "tf.math.reduce_sum"  # inside a call spread over two lines
+    assert backends.called_name(SOURCE, 12) == "tf.math.not_equal"
+    assert backends.called_name(SOURCE, 13) is None  # tf.keras is Keras, on every backend
+    assert backends.keras_ops_for("tf.math.reduce_sum") == "keras.ops.sum"
+    assert backends.keras_ops_for("tf.cast") == "keras.ops.cast"
+    assert backends.keras_ops_for("tf.py_function") is None
+
+
+def test_the_message_names_the_first_call_its_line_and_what_runs_everywhere():
+    message = backends.direct_call_message(SOURCE, [9, 14], "jax")
+    assert message == ("your layer calls TensorFlow directly (tf.math.not_equal at line 9, and 1 other line): it "
+                       "runs only on the TensorFlow backend, not on JAX; keras.ops.not_equal runs on all three")
+    # lines from the grading process are only looked up in the grader's copy of the source
+    assert "somewhere" in backends.direct_call_message(SOURCE, [10_000, -1, True], "torch")
+    cell = backends.direct_call_message(SOURCE, [9], "jax", where=lambda line: f"code cell 2, line {line - 4}")
+    assert "tf.math.not_equal at code cell 2, line 5" in cell
+
+
+def test_the_keras_ops_list_matches_the_installed_keras():
+    backend = "jax" if backends.installed("jax") else "tensorflow"
+    listed = subprocess.run(
+        [sys.executable, "-c", "import keras; print(' '.join(n for n in dir(keras.ops) if not n.startswith('_') "
+                               "and callable(getattr(keras.ops, n))))"],
+        capture_output=True, text=True, env=dict(os.environ, KERAS_BACKEND=backend), check=True).stdout.split()
+    from grader.keras_ops import NAMES
+
+    assert set(listed) == NAMES
+
+
+def test_the_judge_and_the_comparison_import_no_backend():
+    """The parent's replay, the checks, the judge and --all-backends' comparison are NumPy only: judging
+    a JAX grading imports neither TensorFlow nor JAX."""
+    modules = ["grader.judge.server", "grader.judge.judging", "grader.portability", "grader.api", "grader.report",
+               *[f"grader.judge.{e}" for e in exercises.EXERCISES]]
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'tensorflow', 'jax', 'torch', 'keras'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- the catalogue on each backend
+def _grade_catalogue(exercise_id: str, backend: str, folder: Path) -> tuple[dict, dict]:
+    """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
+    ``backend``, forked from a warm worker that preloaded it (as grade batch grades a class)."""
+    from grader.integrations.batch import Workers
+
+    mistakes, variants = catalog(exercise_id)
+    sources = {"solution": exercises.get(exercise_id).solution.read_text(encoding="utf-8")}
+    sources.update({f"mistake_{m.name}": m.source for m in mistakes})
+    sources.update({f"variant_{v.name}": v.source for v in variants})
+    folder.mkdir(parents=True)
+    names = {}
+    for name, source in sources.items():
+        path = folder / f"{name}.py"
+        path.write_text(source, encoding="utf-8")
+        names[path.resolve()] = name
+    workers = Workers(backend=backend)
+    try:
+        settings = Settings(seed=11, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
+        verdicts = {names[path]: verdict for _, path, verdict in grade_pairs(
+            [(exercise_id, p) for p in names], settings, jobs=WARM_JOBS, runner=workers)}
+    finally:
+        workers.close()
+    return verdicts, sources
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path):
+    """Same status, score and check results as on TensorFlow, with the same seed; a layer that calls
+    TensorFlow itself instead gets the one message that says so (and what runs everywhere), never a
+    traceback."""
+    on_tensorflow, sources = _grade_catalogue(exercise_id, "tensorflow", tmp_path / "tensorflow")
+    verdicts, _ = _grade_catalogue(exercise_id, backend, tmp_path / backend)
+    differing = {}
+    for name, verdict in verdicts.items():
+        assert verdict.context.get("backend") == backend
+        if calls_tensorflow(sources[name]):
+            assert verdict.status == "error", name
+            assert "your layer calls TensorFlow directly (tf." in verdict.error, (name, verdict.error)
+            assert "Traceback" not in verdict.error
+            continue
+        known = KNOWN_DIFFERENCES.get((exercise_id, name, backend))
+        if known is not None:
+            failing = [c for c in verdict.checks if c.status != "passed"]
+            assert on_tensorflow[name].status == "passed" and [c.id for c in failing] == [known[0]], name
+            assert known[1] in failing[0].message
+            continue
+        if outcome(verdict) != outcome(on_tensorflow[name]):
+            statuses = {c.id: c.status for c in on_tensorflow[name].checks}
+            differing[name] = (verdict.status, verdict.error, [
+                (c.id, statuses.get(c.id), c.status, c.message[:300]) for c in verdict.checks
+                if statuses.get(c.id) != c.status])
+    assert differing == {}
+    assert verdicts["solution"].status == "passed"
+
+
+# ----------------------------------------------------------------------------- one submission, in full
+def _grade_json(*arguments: str) -> tuple[int, dict]:
+    result = subprocess.run([sys.executable, "-m", "grader", *arguments, "--json", "--seed", "7", "--timeout",
+                             str(SLOW_BACKEND_TIMEOUT)],
+                            capture_output=True, text=True)
+    assert result.stdout.strip(), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+@needs_jax
+def test_a_tensorflow_call_under_jax_gets_one_clear_message(tmp_path):
+    mistakes, _ = catalog("exercise1")
+    source = next(m.source for m in mistakes if m.name == "tensorflow_op_in_compute_mask")
+    path = tmp_path / "exercise1.py"
+    path.write_text(source, encoding="utf-8")
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "tf.math.not_equal(" in text)
+    code, verdict = _grade_json("exercise1", "--submission", str(path), "--backend", "jax")
+    assert code == 2 and verdict["status"] == "error" and verdict["backend"] == "jax"
+    assert verdict["error"] == (
+        f"The submission could not be graded on JAX: your layer calls TensorFlow directly (tf.math.not_equal at "
+        f"line {line}): it runs only on the TensorFlow backend, not on JAX; keras.ops.not_equal runs on all three.")
+    code, verdict = _grade_json("exercise1", "--submission", str(path))  # on TensorFlow: its real mistake
+    assert verdict["backend"] == "tensorflow" and verdict["status"] == "failed"
+
+
+# An encoder that masks only when the mask "is a real tensor" by TensorFlow's sign of one (.numpy): right on
+# TensorFlow, where Keras hands it an EagerTensor; on JAX the mask is a jax.Array, and the padding is attended to.
+TENSOR_CHECKED_MASK = ("        if mask is not None:\n            mask = keras.ops.expand_dims(mask, axis=1)\n",
+                       "        if hasattr(mask, \"numpy\"):  # a tensor, not None\n"
+                       "            mask = keras.ops.expand_dims(mask, axis=1)\n        else:\n            mask = None\n")
+
+
+@needs_jax
+def test_all_backends_reports_where_mask_handling_differs(tmp_path):
+    solution = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+    assert solution.count(TENSOR_CHECKED_MASK[0]) == 1
+    path = tmp_path / "exercise3.py"
+    path.write_text(solution.replace(*TENSOR_CHECKED_MASK), encoding="utf-8")
+    code, result = _grade_json("exercise3", "--submission", str(path), "--all-backends")
+    assert code == 0 and result["status"] == "passed" and result["backend"] == "tensorflow"  # TensorFlow's verdict
+    by_backend = {b["backend"]: b for b in result["backends"]}
+    assert by_backend["tensorflow"]["status"] == "passed" and by_backend["jax"]["status"] == "failed"
+    assert result["portable"] is False
+    (difference,) = [d for d in result["differences"] if d["backend"] == "jax"]
+    assert difference["check"].startswith("mask.")
+    assert difference["check_detail"] == "passed on TensorFlow, failed on JAX"
+    assert difference["phase"] == "mask"
+    assert "MultiHeadAttention" in difference["call"]  # where the mask should have arrived
+    assert "mask" in difference["detail"]
+
+
+@needs_jax
+def test_all_backends_finds_the_solution_the_same_everywhere(tmp_path):
+    code, result = _grade_json("exercise3", "--submission", str(exercises.get("exercise3").solution),
+                               "--all-backends")
+    assert code == 0 and result["portable"] is True and result["differences"] == []
+    assert {b["backend"] for b in result["backends"]} == set(backends.available())
+    assert all(b["status"] == "passed" for b in result["backends"])
+
+
+@needs_jax
+def test_the_report_says_which_backend_ran(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
+                             str(exercises.get("exercise3").solution), "--backend", "jax", "--seed", "7",
+                             "--timeout", str(SLOW_BACKEND_TIMEOUT)],
+                            capture_output=True, text=True, env=dict(os.environ, COLUMNS="80"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert "Score 23/23" in first and "on JAX" in first and len(first) <= 80
+    assert "sandboxed" in first  # the same confinement as on TensorFlow
+
+
+# ----------------------------------------------------------------------------- confinement on each backend
+PROBING = '''
+
+import os as _os
+import socket as _socket
+import threading as _threading
+
+
+def _report(name, what):
+    print("REPORT", name, what, flush=True)
+
+
+def _attempt(name, action):
+    try:
+        action()
+        _report(name, "done")
+    except Exception as exc:
+        _report(name, "refused:" + type(exc).__name__)
+
+
+_attempt("socket", lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM))
+_attempt("write", lambda: open(OUTSIDE + "/written", "w").write("x"))
+_release = _threading.Event()
+_started = []
+
+
+def _flood():
+    for _ in range(64):
+        thread = _threading.Thread(target=_release.wait, args=(30,), daemon=True)
+        thread.start()
+        _started.append(thread)
+
+
+_attempt("threads", _flood)
+_release.set()
+for _thread in _started:
+    _thread.join()
+
+
+def _backend_work():
+    import keras
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+        jax.config.update("jax_compilation_cache_dir", OUTSIDE + "/jax-cache")
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.jit(lambda x: x * 2 + 1)(keras.ops.ones((64, 64)))
+    elif backend == "torch":
+        import torch
+        torch.ones(512, 512) @ torch.ones(512, 512)
+    _report("tasks", len(_os.listdir("/proc/self/task")))
+
+
+_attempt("backend", _backend_work)
+'''
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_the_confinement_holds_on_every_backend(backend, tmp_path):
+    """On JAX and PyTorch as on TensorFlow: every measure applies, no socket opens, nothing is written
+    outside the scratch folder (JAX's compilation cache included), threads stay within the process cap,
+    and the correct layer still passes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    source = exercises.get("exercise3").solution.read_text(encoding="utf-8") + \
+        f"\nOUTSIDE = {str(outside)!r}\n" + PROBING
+    path = tmp_path / "exercise3.py"
+    path.write_text(source, encoding="utf-8")
+    from grader.api import grade
+    from grader.sandbox.process import MAX_PROCESSES
+
+    verdict = grade("exercise3", path, Settings(seed=3, backend=backend, timeout=SLOW_BACKEND_TIMEOUT))
+    reports = dict(line.split(" ", 2)[1:] for line in verdict.context.get("output", "").splitlines()
+                   if line.startswith("REPORT "))
+    assert verdict.status == "passed", (verdict.error, reports)
+    assert verdict.context["backend"] == backend
+    assert reports["socket"].startswith("refused:") and reports["write"].startswith("refused:")
+    assert reports["threads"].startswith("refused:")  # the process cap ends the 64 threads
+    assert int(reports["tasks"]) <= MAX_PROCESSES
+    assert list(outside.iterdir()) == []
+    claims = verdict.context.get("confinement") or {}
+    assert claims.get("seccomp") is True and claims["landlock"]["applied"]
+    assert "Landlock" in verdict.context["sandbox"] and "seccomp" in verdict.context["sandbox"]
+
+
+# ----------------------------------------------------------------------------- batch, watch, platforms
+@needs_jax
+def test_batch_and_platform_results_on_jax(tmp_path):
+    """`grade batch --backend jax` grades every file on JAX (its run.json says so), and a single grading's
+    Gradescope results carry the backend."""
+    mistakes, _ = catalog("exercise3")
+    shared = next(m for m in mistakes if m.name == "shared_norm")
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "good.py").write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "shared.py").write_text(shared.source, encoding="utf-8")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--exercise", "exercise3",
+                             "--out", str(out), "--backend", "jax", "--seed", "5", "--timeout",
+                             str(SLOW_BACKEND_TIMEOUT)], capture_output=True, text=True)
+    assert result.returncode in (0, 1), result.stderr
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {line["backend"] for line in lines} == {"jax"}
+    assert sorted(line["status"] for line in lines) == ["failed", "passed"]
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["backend"] == "jax"
+
+    results = tmp_path / "results.json"
+    result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission", str(folder / "good.py"),
+                             "--gradescope-results", str(results), "--timeout", str(SLOW_BACKEND_TIMEOUT)],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, GRADE_BACKEND="jax"))
+    assert result.returncode == 0, result.stderr
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["extra_data"]["backend"] == "jax" and "(on JAX)" in written["output"]
+
+
+@needs_jax
+def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
+    import io
+
+    import watchfiles
+    from rich.console import Console
+
+    from grader.integrations import batch
+    from grader import cli
+
+    exercise = exercises.get("exercise3")
+    solution = exercise.solution.read_text(encoding="utf-8")
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(solution.replace(*TENSOR_CHECKED_MASK), encoding="utf-8")
+    workers = []
+
+    class Recording(batch.Workers):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            workers.append(self)
+
+    def saves(*args, **kwargs):
+        submission.write_text(solution, encoding="utf-8")
+        yield {(watchfiles.Change.modified, str(submission))}
+
+    verdicts = []
+    show = cli.grade_and_show
+    monkeypatch.setattr(batch, "Workers", Recording)
+    monkeypatch.setattr(watchfiles, "watch", saves)
+    monkeypatch.setattr(cli, "grade_and_show", lambda *a, **k: verdicts.append(show(*a, **k)) or verdicts[-1])
+    settings = Settings(seed=4, backend="jax", timeout=SLOW_BACKEND_TIMEOUT)
+    code = cli.watch(exercise, submission, settings, Console(file=io.StringIO(), width=100))
+    assert [w.backend for w in workers] == ["jax"]
+    assert [v.context["backend"] for v in verdicts] == ["jax", "jax"]
+    assert [v.status for v in verdicts] == ["failed", "passed"] and code == 0  # the mask is ignored on JAX, then fixed
+
+
+@needs_jax
+def test_tf_keras_is_keras_and_passes_on_jax(tmp_path):
+    """`tf.keras` is Keras itself, on whichever backend runs: a layer built from it is no TensorFlow call."""
+    solution = exercises.get("exercise3").solution.read_text(encoding="utf-8")
+    old = '                layers.Dense(dense_dim, activation="relu"),'
+    assert solution.count(old) == 1
+    path = tmp_path / "exercise3.py"
+    path.write_text("import tensorflow as tf\n" + solution.replace(old, old.replace("layers.", "tf.keras.layers.")),
+                    encoding="utf-8")
+    code, verdict = _grade_json("exercise3", "--submission", str(path), "--backend", "jax")
+    assert code == 0 and verdict["status"] == "passed", verdict["error"]
