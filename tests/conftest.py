@@ -99,6 +99,7 @@ MARKERS = {
     "test_batch.py": ("slow",),
     "test_student_tools.py": ("slow",),
     "test_install.py": ("slow",),
+    "test_backends.py": ("slow",),
 }
 
 

@@ -142,7 +142,7 @@ def test_the_judge_and_the_comparison_import_no_backend():
 
 
 # ----------------------------------------------------------------------------- the catalogue on each backend
-def _grade_catalogue(exercise_id: str, backend: str, folder: Path) -> tuple[dict, dict]:
+def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 11) -> tuple[dict, dict]:
     """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
     ``backend``, forked from a warm worker that preloaded it (as grade batch grades a class)."""
     from grader.integrations.batch import Workers
@@ -159,7 +159,7 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path) -> tuple[dict
         names[path.resolve()] = name
     workers = Workers(backend=backend)
     try:
-        settings = Settings(seed=11, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
+        settings = Settings(seed=seed, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
         verdicts = {names[path]: verdict for _, path, verdict in grade_pairs(
             [(exercise_id, p) for p in names], settings, jobs=WARM_JOBS, runner=workers)}
     finally:
@@ -169,12 +169,15 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path) -> tuple[dict
 
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
-def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path):
-    """Same status, score and check results as on TensorFlow, with the same seed; a layer that calls
-    TensorFlow itself instead gets the one message that says so (and what runs everywhere), never a
-    traceback."""
-    on_tensorflow, sources = _grade_catalogue(exercise_id, "tensorflow", tmp_path / "tensorflow")
-    verdicts, _ = _grade_catalogue(exercise_id, backend, tmp_path / backend)
+def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path,
+                                                                                   catalog_verdicts, request):
+    """Same status, score and check results as on TensorFlow (the catalogue's own verdicts), with the
+    same seed; a layer that calls TensorFlow itself instead gets the one message that says so (and
+    what runs everywhere), never a traceback."""
+    on_tensorflow = {name: verdict for (graded, name), verdict in catalog_verdicts.items()
+                     if graded == exercise_id and name != "stub"}
+    verdicts, sources = _grade_catalogue(exercise_id, backend, tmp_path / backend, request.config.catalog_seed)
+    assert set(verdicts) == set(on_tensorflow)
     differing = {}
     for name, verdict in verdicts.items():
         assert verdict.context.get("backend") == backend
