@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from . import exercises
+from .exercises import tracks
 from .verdict import EXIT_ERROR
 
 USAGE = """\
@@ -119,8 +120,10 @@ def _did_you_mean(value: str, commands: bool) -> str:
 def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
     """An exercise by id, or by its number (3 for exercise3); a mistyped one gets the nearest
     name suggested (and, for ``grade NAME``, the nearest command)."""
-    if value.isdigit() and f"exercise{int(value)}" in exercises.EXERCISES:
-        value = f"exercise{int(value)}"
+    if value.isdigit():
+        track = current_tracks()[0]
+        if 1 <= int(value) <= len(track.exercises):
+            value = track.exercises[int(value) - 1]
     if value not in exercises.EXERCISES:
         parser.error(f"unknown exercise {value!r}{_did_you_mean(value, commands)}\n"
                      f"exercises: {', '.join(exercises.EXERCISES)}, or a number"
@@ -137,11 +140,11 @@ def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
     if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
                                                            and not path.exists()):
         return _exercise_choice(parser, value, commands=True), None
-    match = re.match(r"(exercise\d+)", path.stem)
-    if not match or match.group(1) not in exercises.EXERCISES:
+    named = sorted((i for i in exercises.EXERCISES if re.match(re.escape(i) + r"(?!\d)", path.stem)), key=len)
+    if not named:
         parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "
                      f"Use grade EXERCISE --submission {value}")
-    return exercises.get(match.group(1)), path
+    return exercises.get(named[-1]), path
 
 
 # --------------------------------------------------------------------------- grade
@@ -413,6 +416,27 @@ def _status(console, submission: Path, seconds: float) -> None:
     console.file.flush()
 
 
+def workspace_exercises_folder() -> Path | None:
+    """The ``exercises/`` folder of the workspace around the current folder, if any."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "exercises").is_dir() and tracks.in_folder(folder / "exercises"):
+            return folder / "exercises"
+    return None
+
+
+def current_tracks(edition: str | None = None) -> list:
+    """The tracks ``grade list`` shows and ``grade N`` counts in: ``edition`` if given; else those
+    whose files the workspace holds (one after ``grade init``, every one in a clone); else, outside
+    any workspace, a clone's own, or the default track."""
+    if edition is not None:
+        return [tracks.get(edition)]
+    found = tracks.in_folder(workspace_exercises_folder())
+    if not found and not exercises.INSTALLED_FROM_WHEEL:
+        found = tracks.in_folder(exercises.EXERCISES_DIR)
+    return found or [tracks.get(tracks.DEFAULT)]
+
+
 def find_working_copy(exercise) -> Path | None:
     """exercises/<id>.py in the current folder or above it; else, in a clone of the repository,
     the clone's own; else (an installed wheel, outside any workspace) None."""
@@ -439,12 +463,18 @@ def init_command(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace files that differ from the fresh ones, keeping a copy of each as "
                              "<name>.bak")
+    parser.add_argument("--edition", choices=tracks.names(), default=tracks.DEFAULT,
+                        help="the edition of Deep Learning with Python your exercises follow: "
+                             + "; ".join(f"{t.name}, {t.chapter.split(', ', 1)[1]} ({', '.join(t.exercises)})"
+                                         for t in tracks.TRACKS)
+                             + f" (default: {tracks.DEFAULT})")
     args = parser.parse_args(argv)
 
     from .student.workspace import WorkspaceConflict, init_workspace
 
+    track = tracks.get(args.edition)
     try:
-        result = init_workspace(args.folder, force=args.force)
+        result = init_workspace(args.folder, force=args.force, edition=track.name)
     except WorkspaceConflict as exc:
         parser.exit(EXIT_ERROR, "grade init: nothing was written. These files exist and differ from the "
                                 "fresh ones, so they may hold your work:\n"
@@ -468,8 +498,10 @@ def init_command(argv: list[str]) -> int:
         print(f"{len(result.unchanged)} file(s) already up to date in {result.folder / 'exercises'}")
     here = Path.cwd().resolve()
     where = "" if result.folder == here else f"cd {_shell_path(result.folder, here)} && "
-    print(f"Next: {where}grade list — then read exercises/exercise1.md, edit exercises/exercise1.py "
-          "and run grade exercise1.")
+    first = track.exercises[0]
+    print(f"These are the exercises of {track.chapter}.")
+    print(f"Next: {where}grade list — then read exercises/{first}.md, edit exercises/{first}.py "
+          f"and run grade {first}.")
     return 0
 
 
@@ -492,10 +524,13 @@ def list_command(argv: list[str]) -> int:
     )
     parser.add_argument("--json", action="store_true",
                         help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
+    parser.add_argument("--edition", choices=tracks.names(),
+                        help="list this edition's exercises (default: those of the workspace you are in)")
     args = parser.parse_args(argv)
+    shown = [exercises.get(i) for track in current_tracks(args.edition) for i in track.exercises]
     rows = [
         {"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub), "solution": str(e.solution)}
-        for e in exercises.EXERCISES.values()
+        for e in shown
     ]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -506,22 +541,25 @@ def list_command(argv: list[str]) -> int:
     from .report import progress_table
 
     console = Console()
-    states = exercise_states(console)
-    console.print(progress_table(states))
+    states = {row["id"]: row for row in exercise_states(console, shown)}
+    for track in current_tracks(args.edition):  # one table per edition (a clone holds every one)
+        console.print(progress_table([states[i] for i in track.exercises], track.chapter))
+    states = list(states.values())
     if any(row["state"] == "no workspace" for row in states):
         say(console, f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
                      "with every exercise; run grade inside it.")
     return 0
 
 
-def exercise_states(console) -> list[dict]:
-    """One row per exercise: state, score and next step, grading files not yet graded as they are."""
+def exercise_states(console, shown=None) -> list[dict]:
+    """One row per exercise (of ``shown``, else of every one): state, score and next step, grading
+    files not yet graded as they are."""
     from .student import progress
     from .api import grade_pairs
     from .exercises.stubs import expected_solution, make_stub
 
     states, to_grade = [], {}
-    for exercise in exercises.EXERCISES.values():
+    for exercise in (exercises.EXERCISES.values() if shown is None else shown):
         path = find_working_copy(exercise)
         if path is None:
             states.append({"id": exercise.id, "title": exercise.title, "path": "", "state": "no workspace",

@@ -2,7 +2,7 @@
 
 Every folder ``grader/exercises/<id>/`` with a ``spec.py`` is an exercise (``grader.exercises.spec``
 says what the folder holds); adding one means adding its folder and its files at the top of the
-repository, and editing nothing shared. ``python -m tools.check_exercises`` verifies each one.
+repository, and naming it in its track (``tracks``). ``python -m tools.check_exercises`` verifies each one.
 """
 
 from __future__ import annotations
@@ -38,7 +38,11 @@ def _discover() -> dict[str, Exercise]:
             raise ImportError(f"grader/exercises/{info.name}/spec.py declares the exercise {exercise.id!r}: "
                               f"an exercise's id is its folder's name")
         found[exercise.id] = exercise
-    return found
+    # in the order of the tracks (grader/exercises/tracks.py), each track in its own order
+    from .tracks import TRACKS
+
+    ordered = [exercise_id for track in TRACKS for exercise_id in track.exercises if exercise_id in found]
+    return {exercise_id: found[exercise_id] for exercise_id in ordered + [i for i in found if i not in ordered]}
 
 
 EXERCISES = _discover()
