@@ -87,7 +87,7 @@ MISTAKES = layer_api_mistakes(
     ),
     Mistake(
         "second_edition_key_dim",
-        edit(("key_dim = hidden_dim // num_heads", "key_dim = hidden_dim")),
+        edit(("        key_dim = hidden_dim // num_heads\n", "        key_dim = hidden_dim\n")),
         ("weights.trainable_list",),
         "key_dim=hidden_dim // num_heads=4",
     ),

@@ -112,10 +112,11 @@ MISTAKES = layer_api_mistakes(
         "inverted",
     ),
     Mistake(
+        # every call carries the mask in this edition: MultiHeadAttention raises on the first one
         "unexpanded_mask",
         edit(("mask = source_mask[:, None, :]", "mask = source_mask")),
-        ("mask.attention_mask_shape", "mask.masks_keys", "mask.padding_invariance"),
-        "the padding mask unexpanded",
+        ("api.output_shape",),
+        "the axes a mask was expanded on",
     ),
     Mistake(
         "no_attention_residual",
@@ -151,7 +152,7 @@ MISTAKES = layer_api_mistakes(
     Mistake(
         # the second edition's key_dim: a real encoder, but not the book's third-edition one
         "second_edition_key_dim",
-        edit(("key_dim = hidden_dim // num_heads", "key_dim = hidden_dim")),
+        edit(("        key_dim = hidden_dim // num_heads\n", "        key_dim = hidden_dim\n")),
         ("weights.trainable_list",),
         "key_dim=hidden_dim // num_heads=4",
     ),
