@@ -126,7 +126,9 @@ def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool
             value = track.exercises[int(value) - 1]
     if value not in exercises.EXERCISES:
         parser.error(f"unknown exercise {value!r}{_did_you_mean(value, commands)}\n"
-                     f"exercises: {', '.join(exercises.EXERCISES)}, or a number"
+                     + "".join(f"{track.chapter.split(', ')[1]}: {', '.join(track.exercises)}\n"
+                               for track in tracks.TRACKS)
+                     + f"or an exercise's number: here, grade 1 is {current_tracks()[0].exercises[0]}"
                      + ("\ncommands: grade --help lists them" if commands else ""))
     return exercises.get(value)
 
