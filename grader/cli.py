@@ -2,10 +2,10 @@
 
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
                    [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
-    grade init [DIR] [--force]
-    grade list [--json]
+    grade init [DIR] [--edition 2|3] [--force]
+    grade list [--json] [--edition 2|3]
     grade hint EXERCISE [--all] [--reset]
-    grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
+    grade nbgrader-course DIR [--exercises EXERCISE... | --edition 2|3] [--force]
     grade batch [PATH...] --exercise EXERCISE --out DIR [--shard K/N] [...]
     grade merge OUT... --out DIR [--force]
     grade class-report OUT...
@@ -37,6 +37,7 @@ exercises/exercise1.py, and shows what passed, what failed and why.
 
 for students:
   grade init my-exercises    write a workspace: files to edit, instructions
+                             (--edition 3: the book's 3rd edition, chapter 15)
   grade list                 every exercise, where you stand, what to do next
   grade exercise1            grade exercise 1 (also: grade 1)
   grade exercise1 --watch    grade again each time you save the file
@@ -1046,12 +1047,17 @@ def course_command(argv: list[str]) -> int:
     parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
     parser.add_argument("--exercises", nargs="+", metavar="EXERCISE",
                         help=f"write only these exercises (default: all of {', '.join(exercises.EXERCISES)})")
+    parser.add_argument("--edition", choices=tracks.names(),
+                        help="write only the exercises of this edition of the book: "
+                             + "; ".join(f"{t.name}, {', '.join(t.exercises)}" for t in tracks.TRACKS))
     parser.add_argument("--force", action="store_true",
                         help="replace course files that differ from what would be written, keeping a copy of "
                              "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
     _require_instructor_tools(parser, "grade nbgrader-course")
-    chosen = None
+    if args.exercises and args.edition:
+        parser.error("--exercises and --edition both choose the exercises: give one of them")
+    chosen = list(tracks.get(args.edition).exercises) if args.edition else None
     if args.exercises:
         chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
 
