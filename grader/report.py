@@ -363,10 +363,12 @@ def progress_table(states: list[dict], chapter: str | None = None) -> Renderable
     table.add_column("exercise", no_wrap=True)
     # wide enough for the longest word of a title, so titles wrap between words, never inside one
     longest = max((len(word) for row in states for word in str(row["title"]).split()), default=5)
-    table.add_column("title", min_width=longest)
+    table.add_column("title", width=longest, ratio=1)  # width: the least it gets from the space shared
     table.add_column("state", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("next", ratio=1, overflow="fold")
+    # and the next step's file names whole (a third-edition id is longer), within reason
+    step = min(30, max((len(word) for row in states for word in str(row["next"]).split()), default=5))
+    table.add_column("next", ratio=2, overflow="fold", width=step)
     for row in states:
         score = f"{_num(row['score'][0])}/{_num(row['score'][1])}" if row.get("score") else ""
         style = STATE_STYLE.get(row["state"], "white")

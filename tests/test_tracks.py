@@ -82,6 +82,7 @@ def test_init_with_edition_3_and_list_inside_show_that_track(tmp_path):
     assert "chapter 15" in table.stdout and "0 of 3 exercises passed" in table.stdout
     assert "exercise1" not in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines())
+    assert all(f"{e}.md" in table.stdout for e in THIRD.exercises)  # no file name broken across lines
     hint = run("hint", "ch15_encoder", cwd=tmp_path / "ws", tmp_path=tmp_path)
     assert hint.returncode == 0 and "hidden_dim" in hint.stdout, hint.stderr
 

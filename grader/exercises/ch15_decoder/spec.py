@@ -17,7 +17,7 @@ assert tuple(output.shape) == (2, 4, 8), f"expected (2, 4, 8), got {tuple(output
 
 EXERCISE = Exercise(
     id="ch15_decoder",
-    title="The Transformer decoder (3rd edition)",
+    title="The Transformer decoder",
     target="TransformerDecoder",
     notebook=Notebook(visible_test=VISIBLE_TEST),
 )

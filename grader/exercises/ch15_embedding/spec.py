@@ -15,7 +15,7 @@ assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output
 
 EXERCISE = Exercise(
     id="ch15_embedding",
-    title="Positional embedding (3rd edition)",
+    title="Positional embedding",
     target="PositionalEmbedding",
     notebook=Notebook(visible_test=VISIBLE_TEST),
 )

@@ -16,7 +16,7 @@ assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output
 
 EXERCISE = Exercise(
     id="ch15_encoder",
-    title="The Transformer encoder (3rd edition)",
+    title="The Transformer encoder",
     target="TransformerEncoder",
     notebook=Notebook(visible_test=VISIBLE_TEST),
 )
