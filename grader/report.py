@@ -307,9 +307,12 @@ def message_text(message: str, style: str, shown: Shown | None = None, check_id:
 
 def next_step(verdict: Verdict) -> str:
     """What a student who passed does next."""
-    from .exercises import EXERCISES
+    from .exercises import EXERCISES, tracks
 
-    ids = list(EXERCISES)
+    try:
+        ids = list(tracks.of(verdict.exercise).exercises)
+    except KeyError:
+        return "Every check passed."
     if verdict.exercise == "exercise3":
         return ("Next: `grade explain exercise3` measures, on your encoder, why it needs two LayerNormalization "
                 "layers; then `grade exercise4`.")
@@ -317,10 +320,12 @@ def next_step(verdict: Verdict) -> str:
         following = EXERCISES[ids[ids.index(verdict.exercise) + 1]]
         return f"Next: {following.id}, {following.title.lower()} — read exercises/{following.id}.md, then " \
                f"`grade {following.id}`."
-    if verdict.exercise == ids[-1]:
+    if verdict.exercise == ids[-1] and verdict.exercise == "exercise5":
         return ("That was the chapter's last exercise: you built the positional embedding, self-attention, the "
                 "Transformer encoder and decoder, and a text classifier that keeps padding out of attention, "
                 "trains and survives saving.")
+    if verdict.exercise == ids[-1]:
+        return f"That was the last exercise of {tracks.of(verdict.exercise).chapter}."
     return "Every check passed."
 
 
@@ -359,16 +364,20 @@ STATE_STYLE = {"passed": "green", "failing": "red", "cannot be graded": "magenta
                "missing": "magenta", "no workspace": "magenta"}
 
 
-def progress_table(states: list[dict]) -> RenderableType:
-    """``grade list``: one row per exercise with its state, score and next step."""
-    table = Table(title="Transformer exercises", title_justify="left", expand=True)
+def progress_table(states: list[dict], chapter: str | None = None) -> RenderableType:
+    """``grade list``: one row per exercise with its state, score and next step; ``chapter`` the
+    book's chapter they follow, when they follow one track."""
+    title = "Transformer exercises" + (f" — {chapter}" if chapter else "")
+    table = Table(title=title, title_justify="left", expand=True)
     table.add_column("exercise", no_wrap=True)
     # wide enough for the longest word of a title, so titles wrap between words, never inside one
     longest = max((len(word) for row in states for word in str(row["title"]).split()), default=5)
-    table.add_column("title", min_width=longest)
+    table.add_column("title", width=longest, ratio=1)  # width: the least it gets from the space shared
     table.add_column("state", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("next", ratio=1, overflow="fold")
+    # and the next step's file names whole (a third-edition id is longer), within reason
+    step = min(30, max((len(word) for row in states for word in str(row["next"]).split()), default=5))
+    table.add_column("next", ratio=2, overflow="fold", width=step)
     for row in states:
         score = f"{_num(row['score'][0])}/{_num(row['score'][1])}" if row.get("score") else ""
         style = STATE_STYLE.get(row["state"], "white")

@@ -86,7 +86,7 @@ def test_a_python_folder_inside_a_hidden_one_stays_readable(tmp_path):
 def test_every_grading_hides_the_solutions_the_checks_and_the_folders_it_is_told_to():
     hidden = limits(10, 100, ["/srv/class/alice"])["hidden"]
     package = Path(grader.__file__).resolve().parent
-    checks = [str(package / "exercises" / exercise_id / "checks.py") for exercise_id in sorted(EXERCISES)]
+    checks = [str(package / "exercises" / exercise_id / "checks.py") for exercise_id in EXERCISES]
     assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), str(package / "judge"),
                       *checks, "/srv/class/alice"]
 

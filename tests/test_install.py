@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
+from grader.exercises import tracks
 
 from .test_packaging import build_wheel
 from .test_platforms import MISTAKE, lay_out
@@ -71,7 +72,12 @@ def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_pa
     workspace = elsewhere / "ws"
     assert "Next: cd ws && grade list" in init.stdout
     rows = json.loads(run([grade, "list", "--json"], workspace, env).stdout)
-    assert [Path(r["stub"]) for r in rows] == [workspace / "exercises" / f"{e}.py" for e in exercises.EXERCISES]
+    second = tracks.get(tracks.DEFAULT).exercises  # a workspace made without --edition
+    assert [Path(r["stub"]) for r in rows] == [workspace / "exercises" / f"{e}.py" for e in second]
+    third = run([grade, "init", "ws3", "--edition", "3"], elsewhere, env)
+    assert third.returncode == 0, third.stderr
+    rows3 = json.loads(run([grade, "list", "--json"], elsewhere / "ws3", env).stdout)
+    assert [r["id"] for r in rows3] == list(tracks.get("3").exercises)
     solution = Path(rows[2]["solution"])
     assert solution.is_relative_to(venv) and solution.read_text() == exercises.get("exercise3").solution.read_text()
     # The solutions travel inside the installed package, next to the grader the child must read, and

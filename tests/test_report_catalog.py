@@ -27,6 +27,10 @@ LACKING = {
     "exercise3": ("causal", "cross-attention", "encoder_outputs"),
     "exercise4": (),
     "exercise5": ("cross-attention", "encoder_outputs"),
+    "ch15_embedding": ("feed-forward", "dense_dim", "MultiHeadAttention", "LayerNormalization", "attention mask",
+                       "expanded on", "causal", "cross-attention", "residual sum"),
+    "ch15_encoder": ("causal", "cross-attention", "encoder_outputs"),
+    "ch15_decoder": (),
 }
 ONE_CAUSE_LINES = 45  # at 100 columns
 PER_MORE_CAUSE = 15

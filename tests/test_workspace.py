@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
+from grader.exercises import tracks
 from grader.student.workspace import WorkspaceConflict, init_workspace, workspace_files
+
+SECOND = tracks.get(tracks.DEFAULT).exercises  # a workspace made without --edition holds these
 
 
 def run(*args, cwd, tmp_path):
@@ -22,8 +25,8 @@ def run(*args, cwd, tmp_path):
 
 def test_a_workspace_holds_every_stub_instruction_and_hint(tmp_path):
     result = init_workspace(tmp_path / "ws")
-    assert len(result.written) == 3 * len(exercises.EXERCISES) and not result.unchanged
-    for exercise in exercises.EXERCISES.values():
+    assert len(result.written) == 3 * len(SECOND) and not result.unchanged
+    for exercise in map(exercises.get, SECOND):
         folder = tmp_path / "ws" / "exercises"
         assert (folder / f"{exercise.id}.py").read_bytes() == exercise.stub.read_bytes()
         assert (folder / f"{exercise.id}.md").read_bytes() == exercise.instructions.read_bytes()
@@ -88,9 +91,9 @@ def test_list_finds_the_workspace_from_any_folder_inside_it(tmp_path):
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [Path(r["stub"]) for r in rows] == [
-        (tmp_path / "ws" / "exercises" / f"{e}.py").resolve() for e in exercises.EXERCISES]
+        (tmp_path / "ws" / "exercises" / f"{e}.py").resolve() for e in SECOND]
     table = run("list", cwd=tmp_path / "ws" / "notes", tmp_path=tmp_path)
-    assert table.stdout.count("not started") == len(exercises.EXERCISES) and "0 of 5" in table.stdout
+    assert table.stdout.count("not started") == len(SECOND) and "0 of 5" in table.stdout
 
 
 def test_installed_package_outside_a_workspace_points_to_grade_init(tmp_path, monkeypatch, capsys):
@@ -105,7 +108,7 @@ def test_installed_package_outside_a_workspace_points_to_grade_init(tmp_path, mo
     assert "no working copy of exercise1" in error and "grade init DIR" in error
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert out.count("no workspace") == len(exercises.EXERCISES) and "`grade init DIR`" in out
+    assert out.count("no workspace") == len(SECOND) and "`grade init DIR`" in out
 
 
 @pytest.mark.parametrize("from_wheel, says", [
@@ -124,7 +127,10 @@ def test_init_from_a_package_that_carries_a_solved_exercise_warns_and_writes_the
     shutil.copytree(exercises.EXERCISES_DIR, shipped)
     solved = shipped / "exercise3.py"
     solved.write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    from grader.exercises import location
+
     monkeypatch.setattr(exercises, "EXERCISES_DIR", shipped)
+    monkeypatch.setattr(location, "EXERCISES_DIR", shipped)  # where each exercise finds its files
     monkeypatch.setattr(exercises, "INSTALLED_FROM_WHEEL", from_wheel)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["init", "ws"]) == 0

@@ -2,10 +2,10 @@
 
     grade EXERCISE [--submission PATH] [--json] [--watch] [--seed N] [--timeout S] [--memory MB]
                    [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
-    grade init [DIR] [--force]
-    grade list [--json]
+    grade init [DIR] [--edition 2|3] [--force]
+    grade list [--json] [--edition 2|3]
     grade hint EXERCISE [--all] [--reset]
-    grade nbgrader-course DIR [--exercises EXERCISE...] [--force]
+    grade nbgrader-course DIR [--exercises EXERCISE... | --edition 2|3] [--force]
     grade batch [PATH...] --exercise EXERCISE --out DIR [--shard K/N] [...]
     grade merge OUT... --out DIR [--force]
     grade class-report OUT...
@@ -26,6 +26,7 @@ from pathlib import Path
 from .. import exercises
 from ..verdict import EXIT_ERROR
 from .commands import COMMANDS, command
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from .. import exercises
 from ..verdict import EXIT_ERROR
-from .common import _exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say, shown
+from ..exercises import tracks
+from .common import (_exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
+                     shown)
 
 
 def batch_command(argv: list[str]) -> int:
@@ -268,12 +270,17 @@ def course_command(argv: list[str]) -> int:
     parser.add_argument("folder", type=Path, help="the course folder (created if missing)")
     parser.add_argument("--exercises", nargs="+", metavar="EXERCISE",
                         help=f"write only these exercises (default: all of {', '.join(exercises.EXERCISES)})")
+    parser.add_argument("--edition", choices=tracks.names(),
+                        help="write only the exercises of this edition of the book: "
+                             + "; ".join(f"{t.name}, {', '.join(t.exercises)}" for t in tracks.TRACKS))
     parser.add_argument("--force", action="store_true",
                         help="replace course files that differ from what would be written, keeping a copy of "
                              "each in FOLDER/backups/<time>/")
     args = parser.parse_args(argv)
     _require_instructor_tools(parser, "grade nbgrader-course")
-    chosen = None
+    if args.exercises and args.edition:
+        parser.error("--exercises and --edition both choose the exercises: give one of them")
+    chosen = list(tracks.get(args.edition).exercises) if args.edition else None
     if args.exercises:
         chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from .. import exercises
+from ..exercises import tracks
 from .commands import COMMANDS
 
 
@@ -33,11 +34,15 @@ def _did_you_mean(value: str, commands: bool) -> str:
 def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
     """An exercise by id, or by its number (3 for exercise3); a mistyped one gets the nearest
     name suggested (and, for ``grade NAME``, the nearest command)."""
-    if value.isdigit() and f"exercise{int(value)}" in exercises.EXERCISES:
-        value = f"exercise{int(value)}"
+    if value.isdigit():
+        track = current_tracks()[0]
+        if 1 <= int(value) <= len(track.exercises):
+            value = track.exercises[int(value) - 1]
     if value not in exercises.EXERCISES:
         parser.error(f"unknown exercise {value!r}{_did_you_mean(value, commands)}\n"
-                     f"exercises: {', '.join(exercises.EXERCISES)}, or a number"
+                     + "".join(f"{track.chapter.split(', ')[1]}: {', '.join(track.exercises)}\n"
+                               for track in tracks.TRACKS)
+                     + f"or an exercise's number: here, grade 1 is {current_tracks()[0].exercises[0]}"
                      + ("\ncommands: grade --help lists them" if commands else ""))
     return exercises.get(value)
 
@@ -51,11 +56,11 @@ def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
     if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
                                                            and not path.exists()):
         return _exercise_choice(parser, value, commands=True), None
-    match = re.match(r"(exercise\d+)", path.stem)
-    if not match or match.group(1) not in exercises.EXERCISES:
+    named = sorted((i for i in exercises.EXERCISES if re.match(re.escape(i) + r"(?!\d)", path.stem)), key=len)
+    if not named:
         parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "
                      f"Use grade EXERCISE --submission {value}")
-    return exercises.get(match.group(1)), path
+    return exercises.get(named[-1]), path
 
 
 def add_visibility_argument(parser) -> None:
@@ -118,6 +123,27 @@ def resolve_settings(args, parser):
         memory_mb=pick(args.memory, "GRADE_MEMORY_MB", DEFAULT_MEMORY_MB, int, 512, "--memory"),
         backend=backend,
     )
+
+
+def workspace_exercises_folder() -> Path | None:
+    """The ``exercises/`` folder of the workspace around the current folder, if any."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "exercises").is_dir() and tracks.in_folder(folder / "exercises"):
+            return folder / "exercises"
+    return None
+
+
+def current_tracks(edition: str | None = None) -> list:
+    """The tracks ``grade list`` shows and ``grade N`` counts in: ``edition`` if given; else those
+    whose files the workspace holds (one after ``grade init``, every one in a clone); else, outside
+    any workspace, a clone's own, or the default track."""
+    if edition is not None:
+        return [tracks.get(edition)]
+    found = tracks.in_folder(workspace_exercises_folder())
+    if not found and not exercises.INSTALLED_FROM_WHEEL:
+        found = tracks.in_folder(exercises.EXERCISES_DIR)
+    return found or [tracks.get(tracks.DEFAULT)]
 
 
 def shown(text) -> str:

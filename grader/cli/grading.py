@@ -24,6 +24,7 @@ exercises/exercise1.py, and shows what passed, what failed and why.
 
 for students:
   grade init my-exercises    write a workspace: files to edit, instructions
+                             (--edition 3: the book's 3rd edition, chapter 15)
   grade list                 every exercise, where you stand, what to do next
   grade exercise1            grade exercise 1 (also: grade 1)
   grade exercise1 --watch    grade again each time you save the file

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .. import exercises
 from ..verdict import EXIT_ERROR
-from .common import _exercise_choice, resolve_settings, say
+from ..exercises import tracks
+from .common import _exercise_choice, current_tracks, resolve_settings, say
 from .grading import find_working_copy
 
 
@@ -25,12 +26,18 @@ def init_command(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace files that differ from the fresh ones, keeping a copy of each as "
                              "<name>.bak")
+    parser.add_argument("--edition", choices=tracks.names(), default=tracks.DEFAULT,
+                        help="the edition of Deep Learning with Python your exercises follow: "
+                             + "; ".join(f"{t.name}, {t.chapter.split(', ', 1)[1]} ({', '.join(t.exercises)})"
+                                         for t in tracks.TRACKS)
+                             + f" (default: {tracks.DEFAULT})")
     args = parser.parse_args(argv)
 
     from ..student.workspace import WorkspaceConflict, init_workspace
 
+    track = tracks.get(args.edition)
     try:
-        result = init_workspace(args.folder, force=args.force)
+        result = init_workspace(args.folder, force=args.force, edition=track.name)
     except WorkspaceConflict as exc:
         parser.exit(EXIT_ERROR, "grade init: nothing was written. These files exist and differ from the "
                                 "fresh ones, so they may hold your work:\n"
@@ -54,8 +61,10 @@ def init_command(argv: list[str]) -> int:
         print(f"{len(result.unchanged)} file(s) already up to date in {result.folder / 'exercises'}")
     here = Path.cwd().resolve()
     where = "" if result.folder == here else f"cd {_shell_path(result.folder, here)} && "
-    print(f"Next: {where}grade list — then read exercises/exercise1.md, edit exercises/exercise1.py "
-          "and run grade exercise1.")
+    first = track.exercises[0]
+    print(f"These are the exercises of {track.chapter}.")
+    print(f"Next: {where}grade list — then read exercises/{first}.md, edit exercises/{first}.py "
+          f"and run grade {first}.")
     return 0
 
 
@@ -75,10 +84,13 @@ def list_command(argv: list[str]) -> int:
     )
     parser.add_argument("--json", action="store_true",
                         help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
+    parser.add_argument("--edition", choices=tracks.names(),
+                        help="list this edition's exercises (default: those of the workspace you are in)")
     args = parser.parse_args(argv)
+    shown = [exercises.get(i) for track in current_tracks(args.edition) for i in track.exercises]
     rows = [
         {"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub), "solution": str(e.solution)}
-        for e in exercises.EXERCISES.values()
+        for e in shown
     ]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -89,22 +101,25 @@ def list_command(argv: list[str]) -> int:
     from ..report import progress_table
 
     console = Console()
-    states = exercise_states(console)
-    console.print(progress_table(states))
+    states = {row["id"]: row for row in exercise_states(console, shown)}
+    for track in current_tracks(args.edition):  # one table per edition (a clone holds every one)
+        console.print(progress_table([states[i] for i in track.exercises], track.chapter))
+    states = list(states.values())
     if any(row["state"] == "no workspace" for row in states):
         say(console, f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
                      "with every exercise; run grade inside it.")
     return 0
 
 
-def exercise_states(console) -> list[dict]:
-    """One row per exercise: state, score and next step, grading files not yet graded as they are."""
+def exercise_states(console, shown=None) -> list[dict]:
+    """One row per exercise (of ``shown``, else of every one): state, score and next step, grading
+    files not yet graded as they are."""
     from ..student import progress
     from ..api import grade_pairs
     from ..exercises.stubs import expected_solution, make_stub
 
     states, to_grade = [], {}
-    for exercise in exercises.EXERCISES.values():
+    for exercise in (exercises.EXERCISES.values() if shown is None else shown):
         path = find_working_copy(exercise)
         if path is None:
             states.append({"id": exercise.id, "title": exercise.title, "path": "", "state": "no workspace",

@@ -2,7 +2,8 @@
 
 Every folder ``grader/exercises/<id>/`` with a ``spec.py`` is an exercise (``grader.exercises.spec``
 says what the folder holds); adding one means adding its folder and its files at the top of the
-repository, and editing nothing shared. ``python -m tools.check_exercises`` verifies each one.
+repository, and editing nothing shared: its spec names its edition and its place there (``tracks``).
+``python -m tools.check_exercises`` verifies each one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pkgutil
 import re
 
 from .location import EXERCISES_DIR, INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT, SOLUTIONS_DIR
-from .spec import Exercise, Notebook, WrittenAnswer
+from .spec import EDITIONS, Exercise, Notebook, WrittenAnswer
 
 __all__ = ["EXERCISES", "EXERCISES_DIR", "Exercise", "INSTALLED_FROM_WHEEL", "Notebook", "PACKAGE_DIR",
            "PROJECT_ROOT", "SOLUTIONS_DIR", "WrittenAnswer", "get"]
@@ -38,7 +39,12 @@ def _discover() -> dict[str, Exercise]:
             raise ImportError(f"grader/exercises/{info.name}/spec.py declares the exercise {exercise.id!r}: "
                               f"an exercise's id is its folder's name")
         found[exercise.id] = exercise
-    return found
+        if exercise.edition not in EDITIONS:
+            raise ImportError(f"grader/exercises/{info.name}/spec.py names the edition {exercise.edition!r}; "
+                              f"the editions are {', '.join(EDITIONS)} (grader/exercises/spec.py)")
+    # edition by edition, each in the order a student does its exercises
+    order = list(EDITIONS)
+    return dict(sorted(found.items(), key=lambda item: (order.index(item[1].edition), item[1].position)))
 
 
 EXERCISES = _discover()

@@ -42,6 +42,15 @@ class Notebook:
     written_answer: WrittenAnswer | None = None
 
 
+# The editions of the book the exercises follow, each a track (``grader.exercises.tracks``): its name
+# (what ``grade init --edition`` takes) and the chapter its exercises follow. An exercise names its
+# edition and its place in it; adding a track is adding its exercises and one line here.
+EDITIONS = {
+    "2": "Deep Learning with Python, 2nd edition, chapter 11",
+    "3": "Deep Learning with Python, 3rd edition, chapter 15",
+}
+
+
 # Phases that cannot run when an earlier one failed: phase -> (blocking phase, check naming it).
 LAYER_PREREQUISITES = {
     "construct": ("load", "api.constructor"),
@@ -68,6 +77,8 @@ class Exercise:
     prerequisites: dict = field(default_factory=lambda: dict(LAYER_PREREQUISITES))
     # earlier exercises whose solutions the stub carries as reference layers (``grader.exercises.stubs``)
     provided: tuple[str, ...] = ()
+    edition: str = "2"  # the track it belongs to (EDITIONS)
+    position: int = 0  # its place in its track: a student does 1 first
 
     @property
     def class_name(self) -> str:

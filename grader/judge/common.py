@@ -328,15 +328,19 @@ def shared_norm_reason(structure: Structure) -> tuple[list[str], str | None]:
             "of the other norm are missing"], SHARED_NORM_WHY
 
 
-def attention_hints(structure: Structure, dims: dict, values: dict) -> list[str]:
+def attention_hints(structure: Structure, dims: dict, values: dict,
+                    expected_key_dim: tuple[int, str] | None = None) -> list[str]:
+    """Sizes of the attention and the feed-forward that differ from the exercise's. The attention's
+    ``key_dim`` is ``embed_dim`` unless ``expected_key_dim`` says (its value, how the book writes it)."""
+    want, rule = expected_key_dim or (dims["embed_dim"], "embed_dim")
     hints = []
     for step in structure.of("attention")[:1]:
         heads = step.constants.get("num_heads")
         kernel = step.params.get("query_kernel")
         key_dim = int(np.shape(values[kernel])[-1]) if kernel in values else step.constants.get("key_dim")
-        if key_dim != dims["embed_dim"]:
+        if key_dim != want:
             hints.append(f"MultiHeadAttention has key_dim={key_dim}; this exercise (like the book) uses "
-                         f"key_dim=embed_dim={dims['embed_dim']}")
+                         f"key_dim={rule}={want}")
         if heads and heads != dims["num_heads"]:
             hints.append(f"MultiHeadAttention has num_heads={heads}, not {dims['num_heads']}")
     if "dense_dim" in dims:
@@ -348,9 +352,11 @@ def attention_hints(structure: Structure, dims: dict, values: dict) -> list[str]
     return hints
 
 
-def attention_shapes(embed_dim: int, num_heads: int) -> list[tuple]:
-    e, h = embed_dim, num_heads
-    return [(e, h, e)] * 3 + [(h, e)] * 3 + [(h, e, e), (e,)]
+def attention_shapes(embed_dim: int, num_heads: int, key_dim: int | None = None) -> list[tuple]:
+    """The variables of MultiHeadAttention(num_heads, key_dim) on embed_dim-wide inputs (key_dim
+    embed_dim unless given)."""
+    e, h, k = embed_dim, num_heads, embed_dim if key_dim is None else key_dim
+    return [(e, h, k)] * 3 + [(h, k)] * 3 + [(h, k, e), (e,)]
 
 
 def shape_list(counter: Counter) -> str:

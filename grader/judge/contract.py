@@ -43,8 +43,8 @@ def config(class_name: str, dims: dict):
         assert_config_base(evidence, config, class_name)
 
     @check("config.own_keys", f"get_config holds {_listed(dims)}", "config")
-    def check_config_own_keys(config, dims):
-        assert_config_own_keys(config, dims, class_name)
+    def check_config_own_keys(config):
+        assert_config_own_keys(config, dims, class_name)  # the constructor's arguments, in its own names
 
     @check("config.from_config", "from_config rebuilds an identical layer", "config")
     def check_from_config(config_phase, evidence):

@@ -21,9 +21,41 @@ from .tracing import CallTracer, Registry, array, to_numpy
 LAYER_NAME = "layer_under_test"
 
 
-def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
+class KerasMask:
+    """The second edition's call: ``call(inputs, mask=None)``, the padding mask by keyword (as
+    Keras passes the mask riding on a tensor), and a plain call without one."""
+
+    explicit = False
+
+    @staticmethod
+    def plain(layer, x, mask):
+        return layer(x, training=False)
+
+    @staticmethod
+    def masked(layer, x, mask):
+        return layer(x, mask=mask, training=False)
+
+
+class ExplicitMask:
+    """The third edition's call: ``call(source, source_mask)``, the padding mask a required second
+    argument (by position: its name is the student's). The plain call passes a mask of all True,
+    which hides nothing; a model around the layer takes the mask as its second input."""
+
+    explicit = True
+
+    @staticmethod
+    def plain(layer, x, mask):
+        return layer(x, np.ones(x.shape[:2], dtype=bool), training=False)
+
+    @staticmethod
+    def masked(layer, x, mask):
+        return layer(x, mask, training=False)
+
+
+def run_sequence_layer(cls, job: dict, stream, scratch: str, calls=KerasMask) -> None:
     """Every phase for a layer that maps (batch, seq, embed_dim) to the same shape and
-    takes a (batch, seq) padding mask: the self-attention block and the encoder."""
+    takes a (batch, seq) padding mask: the self-attention block and the encoder. ``calls`` says
+    how the layer takes its mask (``KerasMask``, ``ExplicitMask``)."""
     import keras
 
     registry = Registry()
@@ -31,7 +63,7 @@ def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
     if layer is None:
         return
     warmup = warmup_array(job["input_shape"])
-    job = receive_secrets(stream, layer, registry, lambda layer: layer(warmup, training=False), job)
+    job = receive_secrets(stream, layer, registry, lambda layer: calls.plain(layer, warmup, None), job)
     if job is None:
         return
     x = np.asarray(job["inputs"], dtype="float32")
@@ -39,22 +71,25 @@ def run_sequence_layer(cls, job: dict, stream, scratch: str) -> None:
     mask = np.asarray(job["mask"], dtype=bool)
 
     def plain(layer):
-        return layer(x, training=False)
+        return calls.plain(layer, x, mask)
 
     forward_ok = traced_forward(stream, layer, registry, plain)
     with stream.phase("mask") as data:
-        observe(data, layer, registry, lambda layer: layer(x, mask=mask, training=False))
+        observe(data, layer, registry, lambda layer: calls.masked(layer, x, mask))
         output = data.pop("_output")
         data["supports_masking"] = bool(getattr(layer, "supports_masking", False))
         data["output_mask"] = tensor(getattr(output, "_keras_mask", None))  # what Keras passes on
         # what a next layer that uses masks computes from this output: a masked average over real positions
         data["pooled"] = tensor(keras.layers.GlobalAveragePooling1D()(output))
     with stream.phase("mask_perturbed") as data:
-        observe(data, layer, registry, lambda layer: layer(x_perturbed, mask=mask, training=False))
+        observe(data, layer, registry, lambda layer: calls.masked(layer, x_perturbed, mask))
         data.pop("_output", None)
     config_round_trip(stream, layer, plain)
-    saving(stream, layer, scratch, [(x.shape[1:], "float32")], [x])
-    inference(stream, layer, [(x.shape[1:], "float32")], [x])
+    specs, arrays = [(x.shape[1:], "float32")], [x]
+    if calls.explicit:  # the plain call's inputs: inference is compared with its replay
+        specs, arrays = specs + [(mask.shape[1:], "bool")], arrays + [np.ones(mask.shape, dtype=bool)]
+    saving(stream, layer, scratch, specs, arrays)
+    inference(stream, layer, specs, arrays)
     if forward_ok:
         gradients(stream, layer, registry, plain, job)
 

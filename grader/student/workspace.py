@@ -1,6 +1,7 @@
 """Writes a student's workspace (``grade init DIR``) from the installed package.
 
-A workspace is a folder holding ``exercises/``: for every exercise the stub to edit
+A workspace is a folder holding ``exercises/``: for every exercise of one track (an edition of the
+book, ``grader.exercises.tracks``; the second edition unless told) the stub to edit
 (``exercise1.py``), its instructions (``exercise1.md``) and its hints
 (``hints/exercise1.md``) — the same files as in a clone of the repository.
 ``grade EXERCISE`` and ``grade list`` look for ``exercises/`` in the current folder
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import exercises
+from ..exercises import tracks
 
 
 @dataclass
@@ -44,33 +46,34 @@ class WorkspaceConflict(Exception):
                          + ", ".join(str(p) for p in paths))
 
 
-def workspace_files() -> dict[Path, bytes]:
-    """Relative path -> content of every file of a fresh workspace."""
+def workspace_files(edition: str = tracks.DEFAULT) -> dict[Path, bytes]:
+    """Relative path -> content of every file of a fresh workspace of the track ``edition``."""
     from ..exercises.stubs import fresh_stub
 
     files: dict[Path, bytes] = {}
-    for exercise in exercises.EXERCISES.values():
+    for exercise in map(exercises.get, tracks.get(edition).exercises):
         files[Path("exercises") / f"{exercise.id}.py"] = fresh_stub(exercise).encode()
         files[Path("exercises") / f"{exercise.id}.md"] = exercise.instructions.read_bytes()
         files[Path("exercises") / "hints" / f"{exercise.id}.md"] = exercise.hints.read_bytes()
     return files
 
 
-def init_workspace(folder: Path, force: bool = False) -> Written:
-    """Write a workspace into ``folder`` (created if missing). Files already as they would be
+def init_workspace(folder: Path, force: bool = False, edition: str = tracks.DEFAULT) -> Written:
+    """Write a workspace of the track ``edition`` into ``folder`` (created if missing). Files already as they would be
     written are left alone; files that differ raise WorkspaceConflict, unless ``force``, which
     keeps a copy of each before replacing it."""
     folder = Path(folder).resolve()
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} exists and is not a folder")
-    files = workspace_files()
+    files = workspace_files(edition)
     conflicts = [folder / relative for relative, data in files.items()
                  if (folder / relative).exists() and _read(folder / relative) != data]
     if conflicts and not force:
         raise WorkspaceConflict(conflicts)
     from ..exercises.stubs import edited_stubs
 
-    result = Written(folder, not_stubs=[exercise.stub for exercise in edited_stubs()])
+    ids = set(tracks.get(edition).exercises)
+    result = Written(folder, not_stubs=[exercise.stub for exercise in edited_stubs() if exercise.id in ids])
     for relative, data in files.items():
         target = folder / relative
         if target.exists() and _read(target) == data:

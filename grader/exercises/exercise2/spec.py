@@ -14,6 +14,7 @@ assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output
 
 EXERCISE = Exercise(
     id="exercise2",
+    position=2,
     title="A self-attention block",
     target="SelfAttentionBlock",
     notebook=Notebook(

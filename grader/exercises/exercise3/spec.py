@@ -31,6 +31,7 @@ the numbers support it.
 
 EXERCISE = Exercise(
     id="exercise3",
+    position=3,
     title="The Transformer encoder",
     target="TransformerEncoder",
     notebook=Notebook(

@@ -1,4 +1,6 @@
-"""Phases that exercise a student's ``TransformerDecoder``."""
+"""Phases that exercise a student's ``TransformerDecoder``. ``KerasMasks`` is how the second
+edition's decoder takes its masks; the third edition's (``grader.exercises.ch15_decoder``) takes
+them another way, through the same phases."""
 
 from __future__ import annotations
 
@@ -8,7 +10,35 @@ from ...probe.tracing import Registry
 from ...probe import layer_phases as phases
 
 
-def run(cls, job: dict, stream, scratch: str) -> None:
+class KerasMasks:
+    """``call(inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None)``: both padding
+    masks by keyword; the plain call passes none."""
+
+    @staticmethod
+    def plain(layer, x, encoder, masks):
+        return layer(x, encoder, training=False)
+
+    @staticmethod
+    def masked(layer, x, encoder, masks):
+        return layer(x, encoder, training=False, **masks)
+
+    @staticmethod
+    def symbolic(keras, layer, target, source, target_mask, source_mask):
+        """A functional model's output and its inputs, for the masks as symbolic inputs."""
+        outputs = layer(target, source, inputs_mask=target_mask, encoder_outputs_mask=source_mask)
+        return outputs, [target, source, target_mask, source_mask]
+
+    @staticmethod
+    def model_inputs(x, encoder, masks):
+        return [x, encoder, masks["inputs_mask"], masks["encoder_outputs_mask"]]
+
+    @staticmethod
+    def saved(x, encoder, masks):
+        """What a saved model takes: (specs, arrays)."""
+        return [(x.shape[1:], "float32"), (encoder.shape[1:], "float32")], [x, encoder]
+
+
+def run(cls, job: dict, stream, scratch: str, calls=KerasMasks) -> None:
     import keras
 
     registry = Registry()
@@ -17,8 +47,10 @@ def run(cls, job: dict, stream, scratch: str) -> None:
         return
     warm_x = phases.warmup_array(job["input_shape"])
     warm_encoder = phases.warmup_array(job["encoder_shape"])
-    job = phases.receive_secrets(stream, layer, registry, lambda layer: layer(warm_x, warm_encoder, training=False),
-                                 job)
+    warm_masks = {"inputs_mask": np.ones(warm_x.shape[:2], dtype=bool),
+                  "encoder_outputs_mask": np.ones(warm_encoder.shape[:2], dtype=bool)}
+    job = phases.receive_secrets(stream, layer, registry,
+                                 lambda layer: calls.plain(layer, warm_x, warm_encoder, warm_masks), job)
     if job is None:
         return
 
@@ -31,24 +63,25 @@ def run(cls, job: dict, stream, scratch: str) -> None:
     x, encoder, masks = arrays()
     future = np.asarray(job["inputs_future_perturbed"], dtype="float32")
     encoder_perturbed = np.asarray(job["encoder_outputs_perturbed"], dtype="float32")
+    unmasked = {"inputs_mask": np.ones(x.shape[:2], dtype=bool),
+                "encoder_outputs_mask": np.ones(encoder.shape[:2], dtype=bool)}
 
     def plain(layer):
-        return layer(x, encoder, training=False)
+        return calls.plain(layer, x, encoder, unmasked)
 
     forward_ok = phases.traced_forward(stream, layer, registry, plain)
     with stream.phase("causal") as data:
-        phases.observe(data, layer, registry, lambda layer: layer(future, encoder, training=False))
+        phases.observe(data, layer, registry, lambda layer: calls.plain(layer, future, encoder, unmasked))
         data.pop("_output", None)
     with stream.phase("mask") as data:
-        phases.observe(data, layer, registry, lambda layer: layer(x, encoder, training=False, **masks))
+        phases.observe(data, layer, registry, lambda layer: calls.masked(layer, x, encoder, masks))
         data.pop("_output", None)
     with stream.phase("mask_perturbed") as data:
-        phases.observe(data, layer, registry, lambda layer: layer(x, encoder_perturbed, training=False, **masks))
+        phases.observe(data, layer, registry, lambda layer: calls.masked(layer, x, encoder_perturbed, masks))
         data.pop("_output", None)
     with stream.phase("lengths") as data:
         other_x, other_encoder, other_masks = arrays("lengths_")
-        phases.observe(data, layer, registry, lambda layer: layer(other_x, other_encoder, training=False,
-                                                                  **other_masks))
+        phases.observe(data, layer, registry, lambda layer: calls.masked(layer, other_x, other_encoder, other_masks))
         data.pop("_output", None)
     with stream.phase("functional") as data:
         # the book's translation model: both sequence lengths unknown when the model is built
@@ -58,13 +91,14 @@ def run(cls, job: dict, stream, scratch: str) -> None:
         source = keras.Input(shape=(None, e))
         target_mask = keras.Input(shape=(None,), dtype="bool")
         source_mask = keras.Input(shape=(None,), dtype="bool")
-        outputs = layer(target, source, inputs_mask=target_mask, encoder_outputs_mask=source_mask)
-        model = keras.Model([target, source, target_mask, source_mask], outputs)
-        phases.observe(data, model, registry, lambda model: model(
-            [f_x, f_encoder, f_masks["inputs_mask"], f_masks["encoder_outputs_mask"]], training=False))
+        outputs, inputs = calls.symbolic(keras, layer, target, source, target_mask, source_mask)
+        model = keras.Model(inputs, outputs)
+        phases.observe(data, model, registry, lambda model: model(calls.model_inputs(f_x, f_encoder, f_masks),
+                                                                  training=False))
         data.pop("_output", None)
     phases.config_round_trip(stream, layer, plain)
-    phases.saving(stream, layer, scratch, [(x.shape[1:], "float32"), (encoder.shape[1:], "float32")], [x, encoder])
-    phases.inference(stream, layer, [(x.shape[1:], "float32"), (encoder.shape[1:], "float32")], [x, encoder])
+    specs, feed = calls.saved(x, encoder, unmasked)  # the plain call's inputs: inference is compared with its replay
+    phases.saving(stream, layer, scratch, specs, feed)
+    phases.inference(stream, layer, specs, feed)
     if forward_ok:
         phases.gradients(stream, layer, registry, plain, job)

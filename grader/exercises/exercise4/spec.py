@@ -14,6 +14,7 @@ assert tuple(output.shape) == (2, 4, 8), f"expected (2, 4, 8), got {tuple(output
 
 EXERCISE = Exercise(
     id="exercise4",
+    position=4,
     title="The Transformer decoder",
     target="TransformerDecoder",
     notebook=Notebook(

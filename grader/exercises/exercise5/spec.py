@@ -11,6 +11,7 @@ assert model.output_shape == (None, 1), f"expected (None, 1), got {model.output_
 
 EXERCISE = Exercise(
     id="exercise5",
+    position=5,
     title="A text classifier",
     target="build_classifier",
     kind="function",

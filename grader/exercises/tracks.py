@@ -1,0 +1,63 @@
+"""The tracks: which edition of the book a workspace follows, and its exercises in order.
+
+The second edition's chapter 11 and the third edition's chapter 15 teach the same layers with other
+names, signatures and mask arguments. Each edition is a track: a name (what ``grade init --edition``
+takes), the chapter it follows and its exercises, in the order a student does them. Adding a track
+is adding its exercises' folders (each spec names its edition and its place in it) and one line of
+``EDITIONS`` (``grader/exercises/spec.py``); ``grade init``, ``grade list`` and the nbgrader course
+read the tracks and nothing else.
+
+A workspace says which track it follows by the exercise files it holds: ``grade init --edition 3``
+writes only the third edition's. A clone of the repository holds every track's files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import EDITIONS, EXERCISES
+
+
+@dataclass(frozen=True)
+class Track:
+    name: str  # what `grade init --edition NAME` takes
+    chapter: str  # the book's chapter the exercises follow, as the report names it
+    exercises: tuple[str, ...]  # ids, in the order a student does them
+
+    def position(self, exercise_id: str) -> int:
+        """1 for the track's first exercise, ...; what `grade N` means inside the track's workspace."""
+        return self.exercises.index(exercise_id) + 1
+
+
+TRACKS = tuple(Track(name, chapter, tuple(e.id for e in EXERCISES.values() if e.edition == name))
+               for name, chapter in EDITIONS.items())
+DEFAULT = "2"  # the track of `grade init` without --edition, and of a folder that holds no exercise files
+
+
+def names() -> list[str]:
+    return [track.name for track in TRACKS]
+
+
+def get(name: str) -> Track:
+    for track in TRACKS:
+        if track.name == str(name):
+            return track
+    raise KeyError(f"unknown edition {name!r}; the exercises follow editions {', '.join(names())}")
+
+
+def of(exercise_id: str) -> Track:
+    """The track an exercise belongs to."""
+    for track in TRACKS:
+        if exercise_id in track.exercises:
+            return track
+    raise KeyError(f"the exercise {exercise_id!r} belongs to no track (grader/exercises/tracks.py)")
+
+
+def in_folder(exercises_folder: Path | None) -> list[Track]:
+    """The tracks whose exercise files a workspace's ``exercises/`` folder holds, in table order:
+    one in a workspace ``grade init`` wrote, every track in a clone, none when there is no folder."""
+    if exercises_folder is None:
+        return []
+    return [track for track in TRACKS
+            if any((Path(exercises_folder) / f"{exercise_id}.py").is_file() for exercise_id in track.exercises)]
