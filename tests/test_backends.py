@@ -134,7 +134,7 @@ def test_the_judge_and_the_comparison_import_no_backend():
     """The parent's replay, the checks, the judge and --all-backends' comparison are NumPy only: judging
     a JAX grading imports neither TensorFlow nor JAX."""
     modules = ["grader.judge.server", "grader.judge.judging", "grader.portability", "grader.api", "grader.report",
-               *[f"grader.judge.{e}" for e in exercises.EXERCISES]]
+               *[exercise.checks_module for exercise in exercises.EXERCISES.values()]]
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'tensorflow', 'jax', 'torch', 'keras'}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
