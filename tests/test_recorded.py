@@ -80,21 +80,25 @@ def test_a_recording_is_keyed_by_the_source_the_job_the_seed_and_the_limits(reco
 
 def test_the_key_follows_the_grading_process_code_and_not_the_checks(tmp_path):
     package = tmp_path / "grader"
-    for part in ("child", "checks", "judge"):
-        (package / part).mkdir(parents=True)
-        (package / part / "code.py").write_text("A = 1\n", encoding="utf-8")
+    checks = package / "exercises" / "exercise1" / "checks.py"
+    for code in (package / "probe" / "code.py", package / "judge" / "code.py", checks,
+                 package / "exercises" / "exercise1" / "probe.py"):
+        code.parent.mkdir(parents=True, exist_ok=True)
+        code.write_text("A = 1\n", encoding="utf-8")
     (package / "inputs.py").write_text("SIZE = 8\n", encoding="utf-8")
-    judging = [package / "checks", package / "judge"]
+    judging = [checks, package / "judge"]  # as sandbox.judging_folders() names them
     base = environment_digest(package, judging)
-    (package / "checks" / "code.py").write_text("A = 2\n", encoding="utf-8")
+    checks.write_text("A = 2\n", encoding="utf-8")
     (package / "judge" / "code.py").write_text("A = 2\n", encoding="utf-8")
     assert environment_digest(package, judging) == base  # a check edited: the recordings still hold
-    (package / "child" / "code.py").write_text("A = 2\n", encoding="utf-8")
+    (package / "exercises" / "exercise1" / "probe.py").write_text("A = 2\n", encoding="utf-8")
+    assert environment_digest(package, judging) != base  # the exercise's probe runs in the child
+    (package / "probe" / "code.py").write_text("A = 2\n", encoding="utf-8")
     child_edited = environment_digest(package, judging)
     assert child_edited != base
     (package / "inputs.py").write_text("SIZE = 9\n", encoding="utf-8")
     assert environment_digest(package, judging) != child_edited
-    (package / "child" / "new.py").write_text("", encoding="utf-8")
+    (package / "probe" / "new.py").write_text("", encoding="utf-8")
     assert environment_digest(package, judging) not in (base, child_edited)
 
 
