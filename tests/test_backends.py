@@ -24,6 +24,10 @@ OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
 # JAX compiles every operation anew in each grading process (about 20 s a grading on two idle cores, minutes
 # on busy ones): the tests give a grading ample time, so that only a wrong verdict fails them
 SLOW_BACKEND_TIMEOUT = 900.0
+# The whole catalogue on another backend is about 20 s a grading, half an hour on two cores: by default
+# each exercise's solution and correct variants are graded there (what must stay correct everywhere),
+# and every mistake too with GRADE_BACKEND_CATALOG=all.
+EVERY_ENTRY = os.environ.get("GRADE_BACKEND_CATALOG") == "all"
 needs_jax = pytest.mark.skipif(not backends.installed("jax"), reason="JAX is not installed here (pip install '.[jax]')")
 
 # a call of a TensorFlow function (tf.newaxis is None, tf.keras is Keras: both run everywhere)
@@ -149,7 +153,8 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 1
 
     mistakes, variants = catalog(exercise_id)
     sources = {"solution": exercises.get(exercise_id).solution.read_text(encoding="utf-8")}
-    sources.update({f"mistake_{m.name}": m.source for m in mistakes})
+    if EVERY_ENTRY:
+        sources.update({f"mistake_{m.name}": m.source for m in mistakes})
     sources.update({f"variant_{v.name}": v.source for v in variants})
     folder.mkdir(parents=True)
     names = {}
@@ -177,7 +182,7 @@ def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backen
     on_tensorflow = {name: verdict for (graded, name), verdict in catalog_verdicts.items()
                      if graded == exercise_id and name != "stub"}
     verdicts, sources = _grade_catalogue(exercise_id, backend, tmp_path / backend, request.config.catalog_seed)
-    assert set(verdicts) == set(on_tensorflow)
+    assert set(verdicts) <= set(on_tensorflow) and "solution" in verdicts
     differing = {}
     for name, verdict in verdicts.items():
         assert verdict.context.get("backend") == backend
