@@ -41,6 +41,10 @@ def calls_tensorflow(source: str) -> bool:
 # Correct layers that behave otherwise on a backend, because the backend does: (exercise, submission,
 # backend) -> (the check that fails there, what its message says). These are the findings --all-backends
 # exists for, not grader faults.
+# Correct layers the grader cannot yet follow on a backend: a custom layer's tensor operators
+# (``inputs * mask``) are recorded on TensorFlow only, so on JAX its computation stays unverified and
+# the checks that need it are not checked (never an error).
+NOT_FOLLOWED = {("exercise5", "variant_masked_mean_pooling_layer", "jax")}
 KNOWN_DIFFERENCES = {
     # positions = arange(0, sequence_length)[:length] on keras.Input(shape=(None,)): JAX's symbolic shapes
     # cannot tell that min(sequence_length, length) is length, so the sum does not broadcast
@@ -190,6 +194,9 @@ def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backen
             assert verdict.status == "error", name
             assert "your layer calls TensorFlow directly (tf." in verdict.error, (name, verdict.error)
             assert "Traceback" not in verdict.error
+            continue
+        if (exercise_id, name, backend) in NOT_FOLLOWED:
+            assert verdict.status == "failed" and not any(c.status == "error" for c in verdict.checks), name
             continue
         known = KNOWN_DIFFERENCES.get((exercise_id, name, backend))
         if known is not None:
@@ -402,7 +409,7 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     from rich.console import Console
 
     from grader.integrations import batch
-    from grader import cli
+    from grader.cli import grading as cli
 
     exercise = exercises.get("exercise3")
     solution = exercise.solution.read_text(encoding="utf-8")
