@@ -79,7 +79,7 @@ def test_output_files_parse(batch):
     assert {Path_name(v["submission"]) for v in lines} == set(MIXED)
     for verdict in lines:
         assert {"version", "exercise", "submission", "status", "score", "max_score", "error", "checks", "id", "student",
-                "graded_at", "seed", "grader_version", "manual_points"} == set(verdict)
+                "graded_at", "seed", "grader_version", "manual_points", "backend"} == set(verdict)
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert {r["id"] for r in rows} == set(MIXED)
     assert all(set(r) == {"id", "status", "score", "max_score", "seconds", "submission", "manual_points"}
