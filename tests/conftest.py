@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from grader.api import Grading, Settings, grade_many
+# the batch's own worker class, taken before any test stands SharedWorkers in for it
+from grader.integrations.batch import Workers as _Workers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
@@ -31,9 +33,7 @@ def warm_runner():
     about the fresh process itself (``grade``, the command) keep starting one."""
     global _warm
     if _warm is None:
-        from grader.integrations.batch import Workers
-
-        _warm = Workers()
+        _warm = _Workers()
     return _warm
 
 
