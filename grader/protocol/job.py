@@ -36,11 +36,6 @@ def new_seed() -> int:
 # and draws its inputs (``secret(rng, seed)``), with the helpers below.
 
 
-def public_job(exercise) -> dict:
-    """What the child may know before the submission loads: sizes, shapes and step counts."""
-    return exercise.job.public()
-
-
 JOB_FORMAT = 1  # the form of the job below; the child refuses another
 
 
