@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .protocol import confinement
 from . import exercises
-from .sandbox.process import Child, ChildRun
+from .sandbox.process import STARTUP_SECONDS, Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 
@@ -146,6 +146,13 @@ class Grading:
             return self._judge.seconds_left()
         return getattr(self.child, "seconds_left", lambda: 0.0)() if self.child is not None else 0.0
 
+    def next_look(self) -> float:
+        """How long a scheduler may wait on ``sentinel`` before asking ``ready()`` again (a child's
+        clock changes when its runtime is ready)."""
+        if self._judge is None and self.child is not None and hasattr(self.child, "next_look"):
+            return self.child.next_look()
+        return self.seconds_left()
+
     def ready(self) -> bool:
         """Whether ``advance()`` would not wait: the child or the judge has ended or is out of time."""
         if self._verdict is not None or self.child is None:
@@ -208,8 +215,9 @@ class Grading:
             return
         run = self.child.wait()
         if run.protocol_error:  # an untrusted run shows the checks no evidence at all
-            run = ChildRun(timed_out=run.timed_out, returncode=run.returncode, signal_name=run.signal_name,
-                           seconds=run.seconds, protocol_error=run.protocol_error)
+            run = ChildRun(timed_out=run.timed_out, startup_timed_out=run.startup_timed_out,
+                           returncode=run.returncode, signal_name=run.signal_name, seconds=run.seconds,
+                           time_limit=run.time_limit, protocol_error=run.protocol_error)
         self.run = run  # what the grading process sent, kept for comparing backends (grader.portability)
         if self.source.cells:
             _name_cells(run, self.source)
@@ -348,8 +356,12 @@ def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str 
     runtime = run.phases.get("runtime")
     library = "TensorFlow" if backend == "tensorflow" else f"Keras on {title(backend)}"
     if runtime is None:
+        if run.startup_timed_out:
+            return (f"The submission could not be graded: the grading process did not get ready within "
+                    f"{STARTUP_SECONDS:.0f} s (starting Python, importing {library} and confining itself), "
+                    "before any of the submission ran. The machine is probably overloaded: grade again.")
         if run.timed_out:
-            return f"The grading process ran out of time while importing {library}; try a longer --timeout."
+            return f"The grading process was stopped while importing {library}, before any of the submission ran."
         return f"The grading process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
         if "sandbox_error" in runtime["data"]:
@@ -366,12 +378,12 @@ def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str 
             cell = next((name for name in reversed(run.started) if name.startswith("load:cell ")), None)
             if cell:
                 return (
-                    f"Running your notebook did not finish within the time limit ({run.seconds:.0f} s): code "
+                    f"Running your notebook did not finish within the time limit ({_limit(run)}): code "
                     f"{cell.split(':', 1)[1]} was still running. Look for a cell that loops or waits (a training "
                     "run, input(), a sleep): the grader runs every code cell that is not a test cell."
                 )
             return (
-                f"Importing your file did not finish within the time limit ({run.seconds:.0f} s). "
+                f"Importing your file did not finish within the time limit ({_limit(run)}). "
                 "Look for code at the top level of your file that loops or waits (training runs, "
                 "input(), sleeps): put it under `if __name__ == \"__main__\":`."
             )
@@ -412,6 +424,11 @@ def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str 
             "Keep the signature from the exercise file."
         )
     return None
+
+
+def _limit(run: ChildRun) -> str:
+    seconds = run.time_limit if run.time_limit is not None else run.seconds
+    return f"{seconds:g} s"
 
 
 def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> str:

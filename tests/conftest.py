@@ -4,6 +4,7 @@ catalogue graded once per run from evidence recorded once per change."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,49 @@ class SharedWorkers:
 
     def close(self) -> None:
         pass  # ended with the run
+
+
+class ExpireAt:
+    """A runner whose children's clocks run out the moment a child starts ``phase`` (and ``ready()``,
+    if given, is true; otherwise as soon as it is): the verdict of a time limit reached right there,
+    without waiting for one to expire on the wall clock. ``runner`` starts the children."""
+
+    def __init__(self, runner, phase: str, ready=None):
+        self.runner, self.phase, self.ready = runner, phase, ready
+        self.waiting: list = []  # children in ``phase`` that ``ready()`` still holds back
+        self._lock = threading.Lock()
+
+    def __call__(self, job, source, timeout, memory_mb, respond=None):
+        seen, holder = [], []
+
+        def watch(record):
+            if record.get("event") == "start" and record.get("phase") == self.phase:
+                seen.append(True)
+                self._reached(holder)
+            return respond(record) if respond is not None else None
+
+        holder.append(self.runner(job, source, timeout, memory_mb, respond=watch))
+        if seen:
+            self._reached(holder)
+        return holder[0]
+
+    def _reached(self, holder) -> None:
+        with self._lock:
+            if holder and holder[0] not in self.waiting:
+                self.waiting.append(holder[0])
+        self.release()
+
+    def release(self) -> None:
+        """Run out the clock of every child that has reached the phase, once ``ready()`` allows."""
+        if self.ready is not None and not self.ready():
+            return
+        with self._lock:
+            waiting, self.waiting = self.waiting, []
+        for child in waiting:
+            child.expire()
+
+    def __getattr__(self, name):  # pid, close, ... of a worker runner
+        return getattr(self.runner, name)
 
 
 def grade_warm(exercise_id: str, submission: Path, settings: Settings = Settings()):

@@ -10,7 +10,7 @@ from grader import exercises
 from grader.api import Grading, Settings, grade, grade_many
 from grader.sandbox.process import ChildRun
 
-from .conftest import grade_sources, grade_warm, warm_runner
+from .conftest import ExpireAt, grade_sources, grade_warm, warm_runner
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
@@ -121,24 +121,26 @@ def test_notebook_without_the_class_is_an_error(tmp_path):
     assert "has no TransformerEncoder" in verdict.error
 
 
-# Submissions that never finish cost their time limit. The limit is not tight: TensorFlow's import
-# and the first phases must fit in it on a busy machine, so it is well above the import's time; both
-# run at once.
-LIMIT = 60
+# Submissions that never finish cost their time limit. The submission's clock starts once the grading
+# process is ready (TensorFlow imported, confined), so a short limit is the same on a busy machine; what
+# never finishes here does so from its first line, so nothing else has to fit in the limit.
+LIMIT = 3
 NEVER_FINISHING = {
     "sleeps_at_import": "import time\ntime.sleep(3600)\n" + SOLUTION,
-    "endless_masked_call": SOLUTION.replace(
-        "        proj_output = self.dense_proj(proj_input)\n",
-        "        proj_output = self.dense_proj(proj_input)\n"
-        "        if mask is not None:\n            while True:\n                pass\n",
-    ),
 }
+# Ends in its mask phase: its clock is run out the moment that phase starts, which is where a limit
+# reached inside the endless call would find it, whatever the machine's load.
+ENDLESS_MASKED_CALL = SOLUTION.replace(
+    "        proj_output = self.dense_proj(proj_input)\n",
+    "        proj_output = self.dense_proj(proj_input)\n"
+    "        if mask is not None:\n            while True:\n                pass\n",
+)
 
 
 @pytest.fixture(scope="module")
 def never_finishing(tmp_path_factory):
-    """The submissions that never finish, and a notebook whose cell never does, graded at once: each
-    waits out the same limit."""
+    """The submissions that never finish, and a notebook whose cell never does, graded at once; and
+    the endless masked call, whose clock runs out as its mask phase starts."""
     import nbformat
 
     folder = tmp_path_factory.mktemp("never")
@@ -155,7 +157,12 @@ def never_finishing(tmp_path_factory):
     names = {path.resolve(): name for name, path in paths.items()}
     graded = grade_many("exercise3", list(paths.values()), Settings(timeout=LIMIT), jobs=len(paths),
                         runner=warm_runner())
-    return {names[path]: verdict for path, verdict in graded}
+    verdicts = {names[path]: verdict for path, verdict in graded}
+    endless = folder / "endless_masked_call.py"
+    endless.write_text(ENDLESS_MASKED_CALL, encoding="utf-8")
+    verdicts["endless_masked_call"] = Grading("exercise3", endless, Settings(timeout=600),
+                                              runner=ExpireAt(warm_runner(), "mask")).finish()
+    return verdicts
 
 
 def test_sleep_at_import_hits_the_time_limit(never_finishing):
@@ -256,14 +263,19 @@ RUNTIME = {"ok": True, "data": {"tensorflow": "2.21.0", "keras": "3.15.1",
                                 "sandbox": {"applied": False, "reason": "a test"}}}
 
 
-@pytest.mark.parametrize("phases, says", [
-    ({}, "ran out of time while importing TensorFlow; try a longer --timeout"),
-    ({"runtime": RUNTIME}, "Importing your file did not finish within the time limit (60 s)"),
+@pytest.mark.parametrize("phases, startup, says", [
+    ({}, True, "the grading process did not get ready within 600 s (starting Python, importing TensorFlow"),
+    ({}, False, "stopped while importing TensorFlow, before any of the submission ran"),
+    ({"runtime": RUNTIME}, False, "Importing your file did not finish within the time limit (60 s)"),
 ])
-def test_running_out_of_time_before_the_layer_exists_says_where(tmp_path, phases, says):
+def test_running_out_of_time_before_the_layer_exists_says_where(tmp_path, phases, startup, says):
+    """The submission's limit is named as it was set, whatever the start-up took; a start-up that
+    never ended is the machine's failure, never a reason to raise the submission's limit."""
     path = tmp_path / "exercise3.py"
     path.write_text(SOLUTION, encoding="utf-8")
-    run = ChildRun(phases=dict(phases), started=[*phases, "load"], timed_out=True, seconds=60.0)
+    run = ChildRun(phases=dict(phases), started=[*phases, "load"], timed_out=True, startup_timed_out=startup,
+                   seconds=95.0, time_limit=60.0)
     verdict = Grading("exercise3", path, Settings(timeout=60), runner=FinishedChild(run)).finish()
     assert verdict.status == "error" and verdict.exit_code == 2
     assert says in verdict.error
+    assert "--timeout" not in verdict.error

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
 from grader.protocol import wire
-from grader.sandbox.process import ChildRun, RecordParser, signal_name
+from grader.sandbox.process import WAKE_SECONDS, ChildRun, GradingProcess, RecordParser, signal_name
 
 
 def _records(*records) -> bytes:
@@ -193,3 +194,51 @@ def test_long_field_names_and_overlong_records_are_untrusted():
     assert "field name" in _parse(_records(dict(END, data={key: 1}))).protocol_error
     long = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": {"a": "' + b"x" * (9 << 20) + b'"}}\n'
     assert "too long" in _parse(long).protocol_error
+
+
+class _Idle(GradingProcess):
+    """A grading process whose keeper is a process that never answers: the clocks alone decide."""
+
+    def _launch(self, descriptors: list[int], environment: dict) -> int:
+        import subprocess
+
+        stdin, stdout, stderr, *kept = descriptors
+        self._proc = subprocess.Popen(["sleep", "600"], stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=kept)
+        return os.pidfd_open(self._proc.pid)
+
+    def _reap(self) -> None:
+        self._proc.wait()
+
+    def _abandon(self) -> None:
+        super()._abandon()
+        if getattr(self, "_proc", None) is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+RUNTIME_READY = {"event": "end", "phase": "runtime", "ok": True, "data": {}, "error": None}
+
+
+def test_the_submissions_clock_starts_when_the_runtime_is_ready_not_when_the_process_starts():
+    """Before the grading process reports its runtime ready (the grader's own import and confinement),
+    only the start-up allowance runs; from then on the submission's limit, in full."""
+    child = _Idle({"submission": ""}, "", timeout=1.0, memory_mb=512)
+    try:
+        assert child.seconds_left() > 1.0  # the start-up allowance, far above the submission's second
+        assert child.next_look() <= WAKE_SECONDS  # a waiter looks again soon: the clock may change
+        child._parser.feed(_records({"event": "start", "phase": "runtime"}, RUNTIME_READY))
+        assert 0.0 <= child.seconds_left() <= 1.0
+        run = child.wait()  # the sleeping keeper is ended at the submission's limit
+        assert run.timed_out and not run.startup_timed_out
+        assert run.time_limit == 1.0 and run.student_seconds is not None and run.student_seconds >= 1.0
+    finally:
+        child.kill()
+
+
+def test_a_start_up_that_never_ends_is_the_machines_failure(monkeypatch):
+    from grader.sandbox import process
+
+    monkeypatch.setattr(process, "STARTUP_SECONDS", 0.5)
+    child = _Idle({"submission": ""}, "", timeout=300.0, memory_mb=512)
+    run = child.wait()
+    assert run.timed_out and run.startup_timed_out and run.student_seconds is None

@@ -26,7 +26,7 @@ from .claims import Claim, RecordError, all_claims, validate_seed, validate_stru
 from ..api import Settings, grade
 from ..exercises.exercise5.job import DIMS as CLASSIFIER_DIMS
 from ..protocol.job import child_job
-from ..sandbox.process import Child, ChildRun
+from ..sandbox.process import STARTUP_SECONDS, Child, ChildRun
 from ..submission import SubmissionError, read_submission
 from ..verdict import EXIT_ERROR, EXIT_PASSED, Verdict
 
@@ -252,8 +252,11 @@ def _run_error(run: ChildRun, subject: str) -> str | None:
         return f"the experiment process sent malformed evidence: {run.protocol_error}"
     runtime = run.phases.get("runtime")
     if runtime is None:
+        if run.startup_timed_out:
+            return (f"the experiment process did not get ready within {STARTUP_SECONDS:.0f} s (importing TensorFlow "
+                    "and confining itself); the machine is probably overloaded: try again")
         if run.timed_out:
-            return "the experiment process ran out of time while importing TensorFlow; try a longer --timeout"
+            return "the experiment process was stopped while importing TensorFlow"
         return f"the experiment process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
         return f"TensorFlow could not be imported: {_describe(runtime.get('error'))}"

@@ -581,7 +581,7 @@ def _next_ready(pending) -> int:
         poller = select.poll()
         for grading in waiting:
             poller.register(grading.sentinel, select.POLLIN)
-        poller.poll(int(min(g.seconds_left() for g in waiting) * 1000) + 10)
+        poller.poll(int(min(g.next_look() for g in waiting) * 1000) + 10)
 
 
 def cut(found: Discovery, shard) -> Discovery:

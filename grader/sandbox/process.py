@@ -9,6 +9,14 @@ status pipe from the keeper (``grader.sandbox.reaper``), is recorded, and is
 never trusted as a result. At the time limit the keeper is asked to end the
 grading (every process it started included), then killed.
 
+Two clocks bound a grading. The submission's time limit starts when the
+grading process reports its runtime ready (the interpreter started, the
+backend imported, the confinement applied: the grader's own code, before any
+line of the submission runs), so a limit of a few seconds means the same on a
+loaded machine as on an idle one. Until then a start-up allowance of the
+grader's own applies (``STARTUP_SECONDS``); running out of it is the
+machine's failure, never the submission's.
+
 ``Child`` starts a fresh interpreter for one grading; ``grader.integrations.batch`` forks
 the same keeper from a worker that has TensorFlow imported. Both share
 ``GradingProcess``: the pipes, the readers and the waiting.
@@ -39,6 +47,8 @@ MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmp
 MAX_PROCESSES = 32  # processes and threads of one grading (TensorFlow's own, about six, included)
 LAUNCH_ATTEMPTS = 2  # a runner whose start failed (a batch worker that died) is asked once more
 STOP_GRACE = 10.0  # seconds the keeper gets to end a grading it was asked to end, before it is killed
+STARTUP_SECONDS = 600.0  # the grading process's own start (import, confinement), before the submission's clock
+WAKE_SECONDS = 0.25  # a waiter looks again this often: the submission's clock may start while it waits
 MAX_STATUS_BYTES = 4096
 
 CHILD_ENV = {
@@ -64,12 +74,15 @@ class ChildRun:
     started: list[str] = field(default_factory=list)
     finished: bool = False
     timed_out: bool = False
+    startup_timed_out: bool = False  # the grading process never got ready: no line of the submission ran
     memory_exceeded: bool = False
     returncode: int | None = None
     signal_name: str | None = None
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
+    student_seconds: float | None = None  # from the runtime's readiness to the end: the submission's time
+    time_limit: float | None = None  # the submission's limit, in seconds
     protocol_error: str | None = None
 
     @property
@@ -99,7 +112,8 @@ def limits(timeout: float, memory_mb: int, private=()) -> dict:
     # only the outermost: a class's folder stands for its students' (whose names the child would see)
     hidden = [path for path in hidden if not any(path.startswith(other.rstrip(os.sep) + os.sep)
                                                  for other in hidden if other != path)]
-    return {"timeout": float(timeout), "memory_mb": int(memory_mb), "file_bytes": MAX_FILE_BYTES,
+    return {"timeout": float(timeout), "startup": STARTUP_SECONDS, "memory_mb": int(memory_mb),
+            "file_bytes": MAX_FILE_BYTES,
             "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": hidden}
 
 
@@ -146,6 +160,7 @@ class GradingProcess:
         if self._group is not None:
             job["limits"].update(cgroups=self._group.procs, cgroup=self._group.describe())
         self._timeout = timeout
+        self._killed = False
         self._result: ChildRun | None = None
         self._pidfd: int | None = None
         self._ends: list[int] = []  # the parent's ends, closed by wait()
@@ -227,11 +242,26 @@ class GradingProcess:
         return self._result is not None or self.ended() or self.seconds_left() <= 0
 
     def seconds_left(self) -> float:
-        return max(0.0, self._timeout - (time.perf_counter() - self._started))
+        """Until the current clock runs out: the start-up allowance, then the submission's limit."""
+        if self._killed:
+            return 0.0
+        ready = self._parser.ready_at
+        if ready is None:
+            return max(0.0, STARTUP_SECONDS - (time.perf_counter() - self._started))
+        return max(0.0, self._timeout - (time.perf_counter() - ready))
+
+    def next_look(self) -> float:
+        """How long a waiter may sleep before it must look at this grading again."""
+        return min(self.seconds_left(), WAKE_SECONDS)
+
+    def expire(self) -> None:
+        """Run the grading's clock out now, without waiting: whoever waits for it ends it, and its
+        verdict is the one of a time limit reached at this moment."""
+        self._killed = True
 
     def kill(self) -> None:
         """End the grading now (the verdict, if anyone asks, is a timeout)."""
-        self._timeout = 0.0
+        self.expire()
         self.wait()
 
     def wait(self) -> ChildRun:
@@ -239,9 +269,12 @@ class GradingProcess:
         if self._result is not None:
             return self._result
         run = self._parser.run
-        if not _readable(self._pidfd, self.seconds_left()):
-            run.timed_out = True
-            self._stop()
+        while not _readable(self._pidfd, self.next_look()):
+            if self.seconds_left() <= 0:
+                run.timed_out = True
+                run.startup_timed_out = self._parser.ready_at is None and not self._killed
+                self._stop()
+                break
         self._reap()
         for reader in self._readers:
             reader.join(timeout=5)
@@ -249,6 +282,9 @@ class GradingProcess:
         status = _read_status(self._status_fd)
         returncode = status_returncode(status.get("status")) if "status" in status else self._returncode()
         end_run(run, self._started, returncode, _text(self._out), _text(self._err))
+        run.time_limit = float(self._timeout)
+        if self._parser.ready_at is not None:
+            run.student_seconds = time.perf_counter() - self._parser.ready_at
         if self._group is not None and self._group.out_of_memory():
             run.memory_exceeded = True  # the kernel ended a process of the grading: its group's memory was full
         self._parser.finish()
@@ -515,6 +551,7 @@ class RecordParser:
         self._total = 0
         self._tokens = 0
         self._lock = threading.Lock()
+        self.ready_at: float | None = None  # when the runtime phase ended: the submission's clock starts
 
     def feed(self, data: bytes) -> None:
         with self._lock:
@@ -572,6 +609,8 @@ class RecordParser:
                 self._fail(f"the record of phase {phase!r} is malformed ({problem})")
                 return
             run.phases[phase] = record
+            if phase == "runtime" and self.ready_at is None:
+                self.ready_at = time.perf_counter()
         elif event == "done":
             run.finished = True
         else:

@@ -27,7 +27,7 @@ import signal
 
 from . import kernel, landlock, namespaces, privileges
 
-BACKSTOP_GRACE = 10.0  # the reaper ends the grading itself this long after the grader's time limit
+BACKSTOP_GRACE = 10.0  # the reaper ends the grading itself this long after the grader's limits (start-up and time)
 
 
 def keep(job: dict, body, evidence_fd: int, control_fd: int, status_fd: int, fairness: dict | None = None) -> None:
@@ -49,7 +49,7 @@ def keep(job: dict, body, evidence_fd: int, control_fd: int, status_fd: int, fai
             os.close(status_fd)
             _reap(job, body, keeper, dict(entered, environment=environment, fairness=fairness or {}), (uid, gid),
                   evidence_fd, control_fd,
-                  write_end, float(limits["timeout"]) + BACKSTOP_GRACE)
+                  write_end, float(limits.get("startup", 0.0)) + float(limits["timeout"]) + BACKSTOP_GRACE)
         except BaseException:
             _report_failure("the reaper")
         finally:
