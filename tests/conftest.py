@@ -66,14 +66,18 @@ class SharedWorkers:
 class ExpireAt:
     """A runner whose children's clocks run out the moment a child starts ``phase`` (and ``ready()``,
     if given, is true; otherwise as soon as it is): the verdict of a time limit reached right there,
-    without waiting for one to expire on the wall clock. ``runner`` starts the children."""
+    without waiting for one to expire on the wall clock. ``runner`` starts the children; only those
+    of the submissions whose text is one of ``sources`` are ended (all, if None)."""
 
-    def __init__(self, runner, phase: str, ready=None):
+    def __init__(self, runner, phase: str, ready=None, sources=None):
         self.runner, self.phase, self.ready = runner, phase, ready
+        self.sources = None if sources is None else set(sources)
         self.waiting: list = []  # children in ``phase`` that ``ready()`` still holds back
         self._lock = threading.Lock()
 
     def __call__(self, job, source, timeout, memory_mb, respond=None):
+        if self.sources is not None and source not in self.sources:
+            return self.runner(job, source, timeout, memory_mb, respond=respond)
         seen, holder = [], []
 
         def watch(record):
@@ -116,6 +120,7 @@ def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, setti
     """Write each source to ``folder/<name>.py`` and grade them all; {name: Verdict}. Each in a fresh
     grading process, as ``grade`` runs one, or with ``warm`` forked from this run's worker."""
     paths = {}
+    folder.mkdir(parents=True, exist_ok=True)
     for name, source in sources.items():
         path = folder / f"{name}.py"
         path.write_text(source, encoding="utf-8")
@@ -127,24 +132,26 @@ def grade_sources(exercise_id: str, sources: dict[str, str], folder: Path, setti
     return {paths[path]: verdict for path, verdict in verdicts}
 
 
-# The parts of the suite a marker selects (registered in pyproject.toml): `-m sandbox` runs them
-# alone, `-m "not slow"` leaves out the files that take minutes.
+# The parts of the suite a marker selects (registered in pyproject.toml), put on whole files here
+# and on single tests where they stand: `-m sandbox` runs the confinement's tests alone.
 MARKERS = {
-    "test_containment.py": ("sandbox", "slow"),
-    "test_hostile_submissions.py": ("sandbox", "slow"),
+    "test_containment.py": ("sandbox",),
+    "test_hostile_submissions.py": ("sandbox",),
     "test_hidden_folders.py": ("sandbox",),
-    "test_forged_evidence.py": ("sandbox", "slow"),
+    "test_forged_evidence.py": ("sandbox",),
     "test_protocol.py": ("sandbox",),
     "test_robustness.py": ("sandbox",),
     "test_replay_budget.py": ("sandbox",),
-    "test_nbgrader_course.py": ("nbgrader", "slow"),
-    "test_explain.py": ("slow",),
-    "test_shards.py": ("slow",),
-    "test_batch.py": ("slow",),
-    "test_student_tools.py": ("slow",),
+    "test_nbgrader_course.py": ("nbgrader",),
     "test_install.py": ("slow",),
-    "test_backends.py": ("slow",),
 }
+
+# Two tiers. The default one is what `python -m pytest` runs (the README's command): everything a
+# change can break, every entry point through at least one real cold grading, in minutes. The slow
+# tier (`-m slow`, tests marked slow where they stand) is the exhaustive rest: every catalogue on
+# every backend, every hostile file through a fresh `grade`, whole nbgrader courses. Naming files or
+# tests, or giving -m, selects as pytest does; only a bare run is cut to the default tier.
+DEFAULT_TIER = "not slow"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -153,41 +160,57 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(name)
 
 
+def _bare_run(config) -> bool:
+    return not config.option.markexpr and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("grader", "the grader's test suite")
     group.addoption("--catalog-seed", type=int, default=None, metavar="N",
-                    help="the seed the catalogued submissions are graded with (default: the one the evidence "
-                         "cache was recorded with, else a new one, kept in pytest's cache)")
+                    help="the seed the catalogued submissions are graded with (default: the one the kept evidence "
+                         "was recorded with, else a new one, kept beside the evidence)")
     group.addoption("--record-evidence", action="store_true",
                     help="grade every catalogued submission in a child again, replacing its recording")
 
 
-SEED_KEY = "grader/catalog-seed"
-
-
 def pytest_configure(config):
-    """Resolve the catalogue's seed once: given, else kept from the run that recorded the cache,
-    else a new one (then kept, so the next run can replay what this one records)."""
+    """Cut a bare run to the default tier. Resolve the catalogue's seed once: given, else the one the
+    kept evidence was recorded with, else a new one (then kept beside the evidence, so the next run,
+    in this clone or another, can replay what this one records)."""
     from grader.protocol import job as inputs
 
+    from .recorded import evidence_folder, keep_seed, kept_seed
+
+    config.default_tier = _bare_run(config)
+    if config.default_tier:
+        config.option.markexpr = DEFAULT_TIER
+
+    folder = evidence_folder()
+    config.evidence_folder = folder
     seed = config.getoption("--catalog-seed")
-    cache = getattr(config, "cache", None)
-    if seed is None and cache is not None:
-        kept = cache.get(SEED_KEY, None)
-        seed = kept if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0 else None
+    if seed is None and folder is not None:
+        seed = kept_seed(folder)
     if seed is None:
         seed = inputs.new_seed()
     if seed < 0:
         raise pytest.UsageError(f"--catalog-seed takes a seed of 0 or more, not {seed}")
-    if cache is not None:
-        cache.set(SEED_KEY, seed)
     config.catalog_seed = seed
+    if folder is not None and not hasattr(config, "workerinput"):
+        try:
+            keep_seed(folder, seed)
+        except OSError as exc:
+            raise pytest.UsageError(f"the catalogue's evidence folder {folder} cannot be written ({exc}): "
+                                    "set GRADE_EVIDENCE_CACHE to another folder, or to off") from None
 
 
 def pytest_report_header(config):
-    where = "in pytest's cache" if getattr(config, "cache", None) is not None else "not kept (no pytest cache)"
-    return [f"catalogue: seed {config.catalog_seed} (--catalog-seed {config.catalog_seed} repeats it), "
-            f"recorded evidence {where}"]
+    where = (f"kept in {config.evidence_folder} (GRADE_EVIDENCE_CACHE=off keeps none)"
+             if config.evidence_folder is not None else "not kept (GRADE_EVIDENCE_CACHE=off)")
+    tier = ("tier: default (the slow tier: -m slow; both: -m 'slow or not slow')" if config.default_tier
+            else f"tier: as selected (-m {config.option.markexpr!r})" if config.option.markexpr
+            else "tier: the tests named")
+    return [tier, f"catalogue: seed {config.catalog_seed} (--catalog-seed {config.catalog_seed} repeats it), "
+                  f"recorded evidence {where}"]
 
 
 @pytest.fixture(scope="session")
@@ -197,9 +220,10 @@ def catalog_verdicts(request, tmp_path_factory):
 
     Each submission's evidence is recorded once, by a child forked from the batch's warm worker
     (TensorFlow imported once, as ``grade batch`` grades a class; tests/test_batch.py shows those
-    verdicts equal a fresh grading process's), and kept in pytest's cache keyed by everything it
-    depends on (tests/recorded.py). A later run replays the recordings whose key still matches, so
-    only the judge runs again: editing a check re-judges the whole catalogue in seconds.
+    verdicts equal a fresh grading process's), and kept outside the clone keyed by everything it
+    depends on, its content and never a path (tests/recorded.py). A later run — in this clone, a
+    fresh one or a worktree — replays the recordings whose key still matches, so only the judge
+    runs again: editing a check re-judges the whole catalogue in seconds.
     ``GRADE_CATALOG_ONLY=ch15_encoder,ch15_decoder`` grades only those exercises' entries (with ``-k``
     to select their tests): a developer's run of one catalogue."""
     from grader import exercises
@@ -208,10 +232,7 @@ def catalog_verdicts(request, tmp_path_factory):
     from .recorded import EvidenceCache, Recorder, grade_all
 
     config = request.config
-    cache = getattr(config, "cache", None)
-    # The submissions' folder is part of their job (no grading may read it), so it stays put
-    # between runs where there is a cache to replay from.
-    folder = cache.mkdir("grader-catalog") if cache is not None else tmp_path_factory.mktemp("catalog")
+    folder = tmp_path_factory.mktemp("catalog")  # keyed as <catalog>: wherever it lies, the keys agree
     only = [i.strip() for i in os.environ.get("GRADE_CATALOG_ONLY", "").split(",") if i.strip()]
     items = []
     for exercise in (map(exercises.get, only) if only else exercises.EXERCISES.values()):
@@ -223,14 +244,12 @@ def catalog_verdicts(request, tmp_path_factory):
         (folder / exercise.id).mkdir(exist_ok=True)
         for name, source in sources.items():
             path = folder / exercise.id / f"{name}.py"
-            if not path.is_file() or path.read_text(encoding="utf-8") != source:
-                path.write_text(source, encoding="utf-8")
+            path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
 
-    recordings = cache.mkdir("grader-evidence") if cache is not None else tmp_path_factory.mktemp("evidence")
-    evidence = EvidenceCache(recordings / "catalog", config.catalog_seed)
-    if config.getoption("--record-evidence"):
-        evidence.prune()  # nothing is used yet: every recording goes
+    recordings = config.evidence_folder if config.evidence_folder is not None else tmp_path_factory.mktemp("evidence")
+    evidence = EvidenceCache(recordings / "catalog", config.catalog_seed, places={folder: "<catalog>"},
+                             refresh=config.getoption("--record-evidence"))
     recorder = Recorder(evidence, warm_runner)
     settings = Settings(seed=config.catalog_seed)
     verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(

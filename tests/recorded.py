@@ -10,6 +10,11 @@ keyed by all of that; a run whose key matches replays the recording instead of
 starting a child, and the judge (the checks, the replay, the references) runs
 in full every time.
 
+The recordings live outside the clone (``evidence_folder``: ``GRADE_EVIDENCE_CACHE``, else the
+user's cache folder), keyed by content alone — never by a path or the interpreter's location — so a
+fresh clone, a worktree or a copy of the project elsewhere on the machine replays what another
+recorded; the seed they were recorded with is kept beside them.
+
 A replay is not trusted blindly: its records go through the grader's own
 record parser again, and the parent's answer to the child's report of the
 layer (the secret inputs and weights, drawn from the seed) must be, byte for
@@ -33,6 +38,7 @@ import platform
 import select
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import grader
@@ -40,8 +46,41 @@ from grader.sandbox import process as sandbox
 from grader.protocol import wire
 from grader.sandbox.process import ChildRun, RecordParser
 
-FORMAT = 1  # bumped whenever what a recording holds changes
+FORMAT = 2  # bumped whenever what a recording holds, or how it is keyed, changes
 SUFFIX = ".evidence.gz"
+SEED_FILE = "seed"
+KEEP_DAYS = 30  # a recording no run has used for this long is removed
+MAX_RECORDINGS = 4000  # and beyond this many, the least recently used (a catalogue is about 200)
+
+
+def evidence_folder(environ=os.environ) -> Path | None:
+    """Where recordings are kept: ``GRADE_EVIDENCE_CACHE`` (``off``: nowhere, each run records
+    afresh), else ``$XDG_CACHE_HOME/transformer-exercises/evidence`` (``~/.cache`` by default)."""
+    chosen = environ.get("GRADE_EVIDENCE_CACHE", "").strip()
+    if chosen.lower() in ("off", "none", "0"):
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    base = environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "transformer-exercises" / "evidence"
+
+
+def kept_seed(folder: Path) -> int | None:
+    """The seed the recordings in ``folder`` were made with, if one is kept there."""
+    try:
+        text = (Path(folder) / SEED_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def keep_seed(folder: Path, seed: int) -> None:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="ascii") as out:
+        out.write(f"{int(seed)}\n")
+    os.replace(temporary, folder / SEED_FILE)
 
 
 PACKAGE = Path(grader.__file__).resolve().parent
@@ -73,7 +112,8 @@ def environment_digest(package: Path = PACKAGE, judging=None) -> str:
     for path in package_files(package, judging):
         digest.update(path.relative_to(package).as_posix().encode("utf-8", "surrogateescape") + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
-    digest.update(f"{sys.executable}\0{sys.version}\0{platform.platform()}\0".encode())
+    # the interpreter's version and the machine, never where either is installed
+    digest.update(f"{sys.implementation.name}\0{sys.version}\0{platform.platform()}\0".encode())
     versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
                       if d.metadata["Name"])
     digest.update("\n".join(versions).encode())
@@ -81,13 +121,22 @@ def environment_digest(package: Path = PACKAGE, judging=None) -> str:
 
 
 class EvidenceCache:
-    """Recordings in one folder, one file per key. ``used`` are the keys this run read or wrote."""
+    """Recordings in one folder, one file per key. ``used`` are the keys this run read or wrote.
+    ``places`` maps folders to the names they stand for in a key (the submissions' folder, say):
+    with the project's own folder, they are written as those names, so the same grading keys alike
+    wherever the clone and the submissions lie."""
 
-    def __init__(self, folder: Path, seed: int):
+    def __init__(self, folder: Path, seed: int, places: dict | None = None, refresh: bool = False):
+        """``refresh``: record every grading again, replacing what is kept under its key."""
+        self.refresh = refresh
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seed = seed
         self.environment = environment_digest()
+        roots = {str(PACKAGE.parent): "<project>", **{str(k): str(v) for k, v in (places or {}).items()}}
+        # the longest first, each as given and resolved
+        pairs = {os.path.realpath(path): name for path, name in roots.items()} | roots
+        self._places = sorted(pairs.items(), key=lambda pair: -len(pair[0]))
         self.used: set[str] = set()
         self.hits = 0
         self.recorded = 0
@@ -97,7 +146,19 @@ class EvidenceCache:
         inputs = {"job": job, "source": source, "timeout": float(timeout), "memory_mb": int(memory_mb),
                   "limits": sandbox.limits(timeout, memory_mb, job.get("private", ())),
                   "seed": self.seed, "environment": self.environment}
-        return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(self._portable(inputs), sort_keys=True, default=str).encode()).hexdigest()
+
+    def _portable(self, value):
+        """``value`` with every path inside a known folder written as that folder's name."""
+        if isinstance(value, dict):
+            return {key: self._portable(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._portable(item) for item in value]
+        if isinstance(value, str):
+            for path, name in self._places:
+                if value == path or value.startswith(path.rstrip(os.sep) + os.sep):
+                    return name + value[len(path.rstrip(os.sep)):]
+        return value
 
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}{SUFFIX}"
@@ -105,6 +166,8 @@ class EvidenceCache:
     def load(self, key: str) -> dict | None:
         """The recording kept under ``key``, or None: none, of another format, or not the bytes
         that were written (a file cut short or edited since is recorded again)."""
+        if self.refresh:
+            return None
         try:
             with gzip.open(self._path(key), "rt", encoding="utf-8") as handle:
                 kept = json.load(handle)
@@ -114,6 +177,10 @@ class EvidenceCache:
             return None
         if kept.get("digest") != _digest(key, kept["recording"]):
             return None
+        try:
+            os.utime(self._path(key))  # used now: pruning removes the least recently used
+        except OSError:
+            pass
         return kept["recording"]
 
     def store(self, key: str, recording: dict) -> None:
@@ -134,12 +201,25 @@ class EvidenceCache:
         self._path(key).unlink(missing_ok=True)
         self.used.discard(key)
 
-    def prune(self) -> int:
-        """Remove the recordings this run did not use (older code, submissions edited since): the
-        folder holds one catalogue's worth, not every one it ever saw. The number removed."""
-        removed = 0
+    def prune(self, everything_unused: bool = False) -> int:
+        """Remove the recordings nobody needs any more: those no run has used for KEEP_DAYS (older code,
+        submissions edited since), then the least recently used beyond MAX_RECORDINGS; with
+        ``everything_unused``, every one this run did not use. Other clones and worktrees share the
+        folder, so a run keeps what it did not use but another may. The number removed."""
+        found = []
         for path in self.folder.glob(f"*{SUFFIX}"):
-            if path.name[:-len(SUFFIX)] not in self.used:
+            try:
+                found.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+        found.sort(reverse=True)  # the most recently used first
+        cutoff = time.time() - KEEP_DAYS * 86400
+        removed = 0
+        for rank, (used_at, path) in enumerate(found):
+            key = path.name[:-len(SUFFIX)]
+            if key in self.used:
+                continue
+            if everything_unused or used_at < cutoff or rank >= MAX_RECORDINGS:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
@@ -308,4 +388,4 @@ def _next_ready(gradings) -> int:
         poller = select.poll()
         for grading in gradings:
             poller.register(grading.sentinel, select.POLLIN)
-        poller.poll(int(min(g.seconds_left() for g in gradings) * 1000) + 10)
+        poller.poll(int(min(g.next_look() for g in gradings) * 1000) + 10)

@@ -200,14 +200,59 @@ def test_a_run_that_did_not_end_cleanly_is_not_kept(recorded, tmp_path):
     assert cache.recorded == 0 and not list(cache.folder.glob("*.evidence.gz"))
 
 
-def test_prune_keeps_only_what_the_run_used(recorded, tmp_path):
+def test_prune_removes_what_no_run_has_used_for_long_and_keeps_what_another_clone_may_need(recorded, tmp_path):
+    import os
+    import time
+
+    from . import recorded as module
+
     cache, file = _copy(recorded, tmp_path)
-    (cache.folder / ("0" * 64 + ".evidence.gz")).write_bytes(b"old")
+    stale = cache.folder / ("0" * 64 + ".evidence.gz")
+    recent = cache.folder / ("1" * 64 + ".evidence.gz")
+    for path in (stale, recent):
+        path.write_bytes(b"another clone's")
+    long_ago = time.time() - (module.KEEP_DAYS + 1) * 86400
+    os.utime(stale, (long_ago, long_ago))
+    os.utime(file, (long_ago, long_ago))
     key = file.name[:-len(".evidence.gz")]
-    assert cache.load(key) is not None
+    assert cache.load(key) is not None  # used now, by this run
     cache.used.add(key)
     assert cache.prune() == 1
+    assert sorted(p.name for p in cache.folder.iterdir()) == sorted([file.name, recent.name])
+    assert cache.prune(everything_unused=True) == 1
     assert [p.name for p in cache.folder.iterdir()] == [file.name]
+
+
+def test_a_key_is_the_same_wherever_the_clone_and_the_submissions_lie(recorded, tmp_path, monkeypatch):
+    """Paths inside the project's folder or a named place are keyed by their place, the interpreter
+    by its version, not its location: a fresh clone or a worktree replays what another recorded."""
+    import sys
+
+    from . import recorded as module
+
+    job = {"exercise": "exercise1", "cells": []}
+    here = EvidenceCache(tmp_path / "a", SEED, places={tmp_path / "class-a": "<catalog>"})
+    there = EvidenceCache(tmp_path / "b", SEED, places={tmp_path / "elsewhere" / "class-b": "<catalog>"})
+    mine = here.key(dict(job, private=[str(tmp_path / "class-a" / "exercise1")]), "x = 1\n", 120.0, 4096)
+    theirs = there.key(dict(job, private=[str(tmp_path / "elsewhere" / "class-b" / "exercise1")]), "x = 1\n",
+                       120.0, 4096)
+    assert mine == theirs
+    assert here.key(dict(job, private=[str(tmp_path / "class-b" / "exercise1")]), "x = 1\n", 120.0, 4096) != mine
+    digest = environment_digest()
+    monkeypatch.setattr(sys, "executable", "/somewhere/else/bin/python3")
+    assert environment_digest() == digest
+    assert module.evidence_folder({"GRADE_EVIDENCE_CACHE": "off"}) is None
+    assert module.evidence_folder({"GRADE_EVIDENCE_CACHE": str(tmp_path)}) == tmp_path
+    assert module.evidence_folder({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "transformer-exercises" / "evidence"
+
+
+def test_refreshing_records_again_what_is_kept(recorded, tmp_path):
+    cache, _ = _copy(recorded, tmp_path)
+    refreshing = EvidenceCache(cache.folder, SEED, refresh=True)
+    starts = []
+    verdict = _grade(refreshing, recorded["path"], starts)
+    assert starts == [1] and refreshing.recorded == 1 and refreshing.hits == 0
+    assert _comparable(verdict)[0]["checks"] == _comparable(recorded["verdict"])[0]["checks"]
 
 
 def test_many_gradings_are_scheduled_together_and_each_gets_its_verdict(recorded, tmp_path):
