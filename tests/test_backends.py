@@ -176,6 +176,7 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 1
     return verdicts, sources
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
 def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path,
@@ -245,6 +246,7 @@ TENSOR_CHECKED_MASK = ("        if mask is not None:\n            mask = keras.o
                        "            mask = keras.ops.expand_dims(mask, axis=1)\n        else:\n            mask = None\n")
 
 
+@pytest.mark.slow
 @needs_jax
 def test_all_backends_reports_where_mask_handling_differs(tmp_path):
     solution = exercises.get("exercise3").solution.read_text(encoding="utf-8")
@@ -264,6 +266,7 @@ def test_all_backends_reports_where_mask_handling_differs(tmp_path):
     assert "mask" in difference["detail"]
 
 
+@pytest.mark.slow
 @needs_jax
 def test_all_backends_finds_the_solution_the_same_everywhere(tmp_path):
     code, result = _grade_json("exercise3", "--submission", str(exercises.get("exercise3").solution),
@@ -273,6 +276,7 @@ def test_all_backends_finds_the_solution_the_same_everywhere(tmp_path):
     assert all(b["status"] == "passed" for b in result["backends"])
 
 
+@pytest.mark.slow
 @needs_jax
 def test_the_report_says_which_backend_ran(tmp_path):
     result = subprocess.run([sys.executable, "-m", "grader", "exercise3", "--submission",
@@ -371,6 +375,7 @@ def test_the_confinement_holds_on_every_backend(backend, tmp_path):
 
 
 # ----------------------------------------------------------------------------- batch, watch, platforms
+@pytest.mark.slow
 @needs_jax
 def test_batch_and_platform_results_on_jax(tmp_path):
     """`grade batch --backend jax` grades every file on JAX (its run.json says so), and a single grading's
@@ -401,6 +406,7 @@ def test_batch_and_platform_results_on_jax(tmp_path):
     assert written["extra_data"]["backend"] == "jax" and "(on JAX)" in written["output"]
 
 
+@pytest.mark.slow
 @needs_jax
 def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     import io
@@ -438,6 +444,7 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     assert [v.status for v in verdicts] == ["failed", "passed"] and code == 0  # the mask is ignored on JAX, then fixed
 
 
+@pytest.mark.slow
 @needs_jax
 def test_tf_keras_is_keras_and_passes_on_jax(tmp_path):
     """`tf.keras` is Keras itself, on whichever backend runs: a layer built from it is no TensorFlow call."""

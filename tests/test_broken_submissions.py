@@ -161,7 +161,7 @@ def never_finishing(tmp_path_factory):
     endless = folder / "endless_masked_call.py"
     endless.write_text(ENDLESS_MASKED_CALL, encoding="utf-8")
     verdicts["endless_masked_call"] = Grading("exercise3", endless, Settings(timeout=600),
-                                              runner=ExpireAt(warm_runner(), "mask")).finish()
+                                              runner=ExpireAt(warm_runner(), "mask", sources=[ENDLESS_MASKED_CALL])).finish()
     return verdicts
 
 

@@ -306,14 +306,30 @@ def test_processes_and_bytes_are_capped(hostile_class):
     assert int(found["bytes"]) <= claims["write_limit"]
 
 
+# A few attacks through `grade` itself in the default tier (a helper, the forker, a daemon, the
+# network, the checks), beside the correct file; every file of the class in the slow tier.
+THROUGH_GRADE = ("correct", "uses_any_helper", "kills_and_stalls_the_forker", "daemon_holding_files",
+                 "sends_udp_and_unix_messages", "reads_the_checks")
+
+
+def test_one_of_each_kind_through_grade(hostile_class, tmp_path):
+    _through_grade(hostile_class, tmp_path, THROUGH_GRADE)
+
+
+@pytest.mark.slow
 def test_the_same_submissions_through_grade(hostile_class, tmp_path):
-    """`grade --json` on each file of the class: a JSON verdict, exit 1 or 2 (0 for the correct one),
-    the same status as in the batch; nothing left behind."""
+    _through_grade(hostile_class, tmp_path, None)
+
+
+def _through_grade(hostile_class, tmp_path, names):
+    """`grade --json` on files of the class (``names``, or all): a JSON verdict, exit 1 or 2 (0 for
+    the correct one), the same status as in the batch; nothing left behind."""
     scratch_root = tmp_path / "scratch"
     scratch_root.mkdir()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(scratch_root),
                GRADE_HOSTILE_SECRET=hostile_class["targets"].secret)
-    paths = sorted(hostile_class["folder"].glob("*.py"))
+    paths = sorted(path for path in hostile_class["folder"].glob("*.py") if names is None or path.stem in names)
+    assert names is None or len(paths) == len(names)
     running, finished = [], {}
     while paths or running:
         while paths and len(running) < 2:

@@ -116,6 +116,7 @@ def test_a_shared_norm_encoder_is_recognised_and_is_not_the_subject(shared_expla
     assert "Your encoder shares one norm" in out and "the reference encoder" in out
 
 
+@pytest.mark.slow
 def test_an_encoder_that_passes_is_the_subject(solution_explanation):
     assert solution_explanation.subject == "student" and solution_explanation.shared_norm is False
     assert solution_explanation.error is None and solution_explanation.exit_code == 0
@@ -123,6 +124,7 @@ def test_an_encoder_that_passes_is_the_subject(solution_explanation):
     assert "Your encoder shares one norm" not in text(solution_explanation)
 
 
+@pytest.mark.slow
 def test_the_same_encoder_and_seed_give_the_same_numbers(shared_explanation, solution_explanation):
     """The solution is the reference encoder's code: the two runs differ in subject only."""
     assert solution_explanation.submission == str(EXERCISE.solution)

@@ -180,9 +180,21 @@ def _assert_earns_nothing(verdict, name):
 
 
 @pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_forgers_earn_no_computed_points(forgers, exercise_id, tmp_path):
+    """Forked from the batch's warm worker, as `grade batch` grades them."""
+    _earn_nothing(forgers, exercise_id, tmp_path, warm=True)
+
+
+# through `grade`'s own fresh grading process: one exercise in the default tier, every one in the slow tier
+@pytest.mark.parametrize("exercise_id", [pytest.param(e, marks=() if e == "exercise3" else pytest.mark.slow)
+                                         for e in EXERCISES])
 def test_forgers_earn_no_computed_points_through_grade(forgers, exercise_id, tmp_path):
+    _earn_nothing(forgers, exercise_id, tmp_path, warm=False)
+
+
+def _earn_nothing(forgers, exercise_id, tmp_path, warm: bool):
     sources = {name: source for (ex, name), source in forgers.items() if ex == exercise_id}
-    verdicts = grade_sources(exercise_id, sources, tmp_path)
+    verdicts = grade_sources(exercise_id, sources, tmp_path, warm=warm)
     for name, verdict in verdicts.items():
         _assert_earns_nothing(verdict, name)
     # the streams were accepted as well formed: the numbers, not the protocol, stopped them

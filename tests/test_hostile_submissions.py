@@ -123,10 +123,25 @@ def _landlock_available() -> bool:
 NEEDS_LANDLOCK = {"reads_the_solution", "signals_the_grader", "writes_files_everywhere", "patches_test_helpers"}
 
 
+# One of each kind (exits, forgery, patching, files, signals, memory, output) through a fresh grading
+# process, as `grade` runs it; the rest through the batch's warm worker, which gives the same verdicts
+# (tests/test_batch.py, and test_every_hostile_file_gets_the_same_verdict_through_a_fresh_grade).
+THROUGH_GRADE = ("os_exit_at_import", "prints_forged_verdicts", "patches_test_helpers", "reads_the_solution",
+                 "signals_the_grader", "memory_hog_in_call", "output_flood")
+
+
+def _outcome(verdict) -> tuple:
+    return verdict.status, verdict.score, [(c.id, c.status) for c in verdict.checks]
+
+
 @pytest.fixture(scope="module")
 def hostile_verdicts(tmp_path_factory):
     stub_hash = hashlib.sha256(exercises.get("exercise3").stub.read_bytes()).hexdigest()
-    verdicts = grade_sources("exercise3", {k: v[0] for k, v in HOSTILE.items()}, tmp_path_factory.mktemp("hostile"))
+    folder = tmp_path_factory.mktemp("hostile")
+    fresh = grade_sources("exercise3", {k: HOSTILE[k][0] for k in THROUGH_GRADE}, folder)
+    verdicts = grade_sources("exercise3", {k: v[0] for k, v in HOSTILE.items() if k not in THROUGH_GRADE},
+                             folder, warm=True)
+    verdicts.update(fresh)
     verdicts["_stub_unchanged"] = hashlib.sha256(exercises.get("exercise3").stub.read_bytes()).hexdigest() == stub_hash
     return verdicts
 
@@ -152,6 +167,15 @@ def test_the_grader_survived(hostile_verdicts):
     assert not (ROOT / "verdict.json").exists()
 
 
+@pytest.mark.slow
+def test_every_hostile_file_gets_the_same_verdict_through_a_fresh_grade_and_the_warm_worker(hostile_verdicts,
+                                                                                            tmp_path):
+    fresh = grade_sources("exercise3", {k: v[0] for k, v in HOSTILE.items()}, tmp_path / "fresh")
+    warm = grade_sources("exercise3", {k: v[0] for k, v in HOSTILE.items()}, tmp_path / "warm", warm=True)
+    for name in HOSTILE:
+        assert _outcome(fresh[name]) == _outcome(warm[name]) == _outcome(hostile_verdicts[name]), name
+
+
 def test_output_flood_is_capped_in_the_report(hostile_verdicts):
     output = hostile_verdicts["output_flood"].context["output"]
     assert output.startswith("x" * 200) and "lines in all" in output
@@ -165,8 +189,9 @@ SLOW = {
 
 
 def test_endless_code_is_stopped_at_the_time_limit(tmp_path):
-    # a limit long enough for TensorFlow's import on a busy machine; the code under test never ends
-    verdicts = grade_sources("exercise3", {k: v[0] for k, v in SLOW.items()}, tmp_path, Settings(timeout=90))
+    # through fresh grading processes: their clock starts once TensorFlow is imported and the process is
+    # confined, so a short limit is the same on a busy machine; the code under test never ends
+    verdicts = grade_sources("exercise3", {k: v[0] for k, v in SLOW.items()}, tmp_path, Settings(timeout=5))
     for name, (_, says) in SLOW.items():
         verdict = verdicts[name]
         assert verdict.status in ("failed", "error"), name

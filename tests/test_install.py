@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -46,9 +47,12 @@ def run(command: list, cwd: Path, env: dict, timeout: float = 900) -> subprocess
                           timeout=timeout)
 
 
-def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_path):
-    """Built where exercise 1 was solved; installed as a student installs it, then with the
-    instructor's extra."""
+@pytest.fixture(scope="module")
+def student_install(tmp_path_factory):
+    """A wheel built where exercise 1 was solved, installed outside the clone as a student installs
+    it: with what its metadata declares, and nothing else. The tests below run in this order: the
+    last one adds the instructor's extra."""
+    tmp_path = tmp_path_factory.mktemp("student")
     wheel = build_wheel(tmp_path / "wheel", solved=("exercise1",))
     venv = tmp_path / "venv"
     env = environment(tmp_path, [str(venv / "bin"), BASE_PYTHON_BIN, *SYSTEM_PATH])
@@ -57,6 +61,30 @@ def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(tmp_pa
     installed = run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", wheel],
                     tmp_path, env, INSTALL_TIMEOUT)
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    return SimpleNamespace(wheel=wheel, venv=venv, env=env, root=tmp_path)
+
+
+def test_every_replay_operation_runs_where_only_the_packages_metadata_installed_it(student_install):
+    """The judge's arithmetic needs more than the clone's environment may happen to hold (exact GELU
+    needs scipy): the wheel alone, with what its metadata declares, runs tests/test_op_tape.py —
+    every operation of the replay, GELU included, against Keras, values and gradients."""
+    venv, env = student_install.venv, student_install.env
+    checks = student_install.root / "checks"  # outside the clone: only the installed grader can be imported
+    checks.mkdir()
+    (checks / "test_op_tape.py").write_text((ROOT / "tests" / "test_op_tape.py").read_text(encoding="utf-8"),
+                                           encoding="utf-8")
+    where = run([venv / "bin" / "python", "-c", "import grader, scipy; print(grader.__file__)"], checks, env)
+    assert where.returncode == 0 and Path(where.stdout.strip()).is_relative_to(venv), where.stdout + where.stderr
+    tested = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_op_tape.py"],
+                 checks, env, INSTALL_TIMEOUT)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+    assert " passed" in tested.stdout and "skipped" not in tested.stdout, tested.stdout[-2000:]
+
+
+def test_a_wheel_installed_outside_the_clone_has_everything_a_class_needs(student_install):
+    """Installed as a student installs it, then with the instructor's extra."""
+    wheel, venv, env, tmp_path = (student_install.wheel, student_install.venv, student_install.env,
+                                  student_install.root)
     grade = venv / "bin" / "grade"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -164,27 +192,3 @@ def test_gradescope_setup_builds_an_image_whose_run_autograder_grades(tmp_path):
     assert [t["extra_data"]["status"] for t in results["tests"][1:]] == [
         c["status"] for topic in ("api", "weights", "gradients", "config", "mask", "forward")
         for c in verdict["checks"] if c["topic"] == topic]
-
-
-def test_every_replay_operation_runs_where_only_the_packages_metadata_installed_it(tmp_path):
-    """The judge's arithmetic needs more than the clone's environment may happen to hold (exact GELU
-    needs scipy): the wheel alone, with what its metadata declares, runs tests/test_op_tape.py —
-    every operation of the replay, GELU included, against Keras, values and gradients."""
-    wheel = build_wheel(tmp_path / "wheel")
-    venv = tmp_path / "venv"
-    env = environment(tmp_path, [str(venv / "bin"), BASE_PYTHON_BIN, *SYSTEM_PATH])
-    made = run([sys.executable, "-m", "venv", venv], tmp_path, env)
-    assert made.returncode == 0, made.stderr
-    installed = run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", wheel],
-                    tmp_path, env, INSTALL_TIMEOUT)
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-    checks = tmp_path / "checks"  # outside the clone: only the installed grader can be imported
-    checks.mkdir()
-    (checks / "test_op_tape.py").write_text((ROOT / "tests" / "test_op_tape.py").read_text(encoding="utf-8"),
-                                           encoding="utf-8")
-    where = run([venv / "bin" / "python", "-c", "import grader, scipy; print(grader.__file__)"], checks, env)
-    assert where.returncode == 0 and Path(where.stdout.strip()).is_relative_to(venv), where.stdout + where.stderr
-    tested = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_op_tape.py"],
-                 checks, env, INSTALL_TIMEOUT)
-    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
-    assert " passed" in tested.stdout and "skipped" not in tested.stdout, tested.stdout[-2000:]

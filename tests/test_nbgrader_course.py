@@ -137,9 +137,30 @@ def batch(term, tmp_path_factory):
     return SimpleNamespace(course=course, out=out, result=result)
 
 
+# --------------------------------------------------------------------------- one student, in the default tier
+
+
+def test_one_student_autograded_by_nbgrader_scores_as_grade_does(tmp_path):
+    """The shortest whole path: the course written, the assignment released, one notebook with the
+    book's encoder submitted, `nbgrader autograde` run for real; the gradebook holds grade's score,
+    cell by cell. (The slow tier runs a whole term's course: several students, batch, feedback.)"""
+    course = tmp_path / "course"
+    update_course(course)
+    nbgrader(course, "generate_assignment", "exercise3")
+    path = submit(course, "bob", BOOK)
+    nbgrader(course, "autograde", "exercise3", "--create")
+    verdict = grade_warm("exercise3", path)
+    got = scores(course, ("bob",))["bob"]
+    assert verdict.score == AUTOGRADED_POINTS - 1 and autograded(got) == verdict.score
+    for topic, points in exercises.get("exercise3").topic_points().items():
+        assert points == sum(c.max_points for c in verdict.checks if c.topic == topic), topic
+        assert got[f"exercise3-{topic}"] == sum(c.points for c in verdict.checks if c.topic == topic), topic
+
+
 # --------------------------------------------------------------------------- release
 
 
+@pytest.mark.slow
 def test_release_is_written_for_notebook_students_and_hides_the_grading(term):
     released = (term.course / "release" / "exercise3" / "exercise3.ipynb").read_text(encoding="utf-8")
     for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "assert_topic", "from grader", "Mark scheme",
@@ -153,6 +174,7 @@ def test_release_is_written_for_notebook_students_and_hides_the_grading(term):
     assert term.own.read_text(encoding="utf-8").count("Welcome") == 1  # the instructor's notebook, untouched
 
 
+@pytest.mark.slow
 def test_nbgrader_commands_are_quiet(term):
     """No unknown option, no SQLAlchemy or TensorFlow noise, no checksum alarm for test cells
     submitted as released; the one test cell a student edited is still reported."""
@@ -171,6 +193,7 @@ def bob_verdict(term):
     return grade_warm("exercise3", term.course / "submitted" / "bob" / "exercise3" / "exercise3.ipynb")
 
 
+@pytest.mark.slow
 def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict):
     result = scores(term.course)
     assert autograded(result["alice"]) == AUTOGRADED_POINTS
@@ -186,6 +209,7 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
         assert gradebook.find_submission("exercise3", "alice").needs_manual_grade
 
 
+@pytest.mark.slow
 def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
     """dave's answer writes to stderr, and uses a helper defined in a cell of his own: nbgrader runs
     that cell, so the grader does too."""
@@ -196,6 +220,7 @@ def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
     assert "encoding a batch" in written and "debug: attention done" in written  # it did write to stderr
 
 
+@pytest.mark.slow
 def test_no_test_cell_has_stderr_output(term):
     for student in STUDENTS:
         notebook = nbformat.read(term.course / "autograded" / student / "exercise3" / "exercise3.ipynb", as_version=4)
@@ -204,6 +229,7 @@ def test_no_test_cell_has_stderr_output(term):
                 assert not any(o.get("name") == "stderr" for o in cell.outputs), (student, cell.outputs)
 
 
+@pytest.mark.slow
 def test_grading_the_notebook_directly_agrees_with_the_python_file(bob_verdict, tmp_path):
     py = tmp_path / "bob.py"
     py.write_text(BOOK, encoding="utf-8")
@@ -215,6 +241,7 @@ def test_grading_the_notebook_directly_agrees_with_the_python_file(bob_verdict, 
 # --------------------------------------------------------------------------- grade batch --gradebook
 
 
+@pytest.mark.slow
 def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, batch):
     printed = batch.result.stdout
     assert batch.result.returncode == 2, printed[-3000:] + batch.result.stderr[-3000:]  # two not stored
@@ -260,6 +287,7 @@ def _cell_outputs(notebook_path: Path) -> dict[str, list]:
     return found
 
 
+@pytest.mark.slow
 def test_batch_gives_each_test_cell_the_outputs_autograde_gives(term, batch):
     for student in STUDENTS:
         executed = _cell_outputs(term.course / "autograded" / student / "exercise3" / "exercise3.ipynb")
@@ -269,6 +297,7 @@ def test_batch_gives_each_test_cell_the_outputs_autograde_gives(term, batch):
     assert bob["exercise3-mask"][-1] == ("execute_result", "5.0") and "mask: 5 of 6 points" in bob["exercise3-mask"][0][2]
 
 
+@pytest.mark.slow
 def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, batch):
     summary = list(csv.DictReader((batch.out / "summary.csv").open(encoding="utf-8")))
     assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "mallory"]
@@ -283,6 +312,7 @@ def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, ba
     assert sorted(p.name for p in (batch.out / "gradescope").iterdir()) == [r["id"] for r in summary]
 
 
+@pytest.mark.slow
 def test_export_and_feedback_work_after_batch(batch):
     export = nbgrader(batch.course, "export")
     exported = (batch.course / "grades.csv").read_text(encoding="utf-8")
@@ -295,6 +325,7 @@ def test_export_and_feedback_work_after_batch(batch):
     assert "mask: 5 of 6 points" in feedback
 
 
+@pytest.mark.slow
 def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
     """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
     from grader.integrations.batch import Result, Submission
@@ -317,6 +348,7 @@ def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
     assert stored.students == [] and "exercise3-extra" in stored.failed[0][1]
 
 
+@pytest.mark.slow
 def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_stored(term, tmp_path):
     """nbgrader globs a student id: a stub handed in as ``alice*``, stored last, would autograde (and
     overwrite) alice. It is refused with the reason; alice and bob keep their own scores, read back."""
@@ -340,6 +372,7 @@ def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_
     assert star.is_file()  # the refused student's file is left as it was
 
 
+@pytest.mark.slow
 def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path, monkeypatch):
     """Every stored score is read back: one that differs from its verdict is not counted as stored."""
     from grader.integrations import gradebook
@@ -364,6 +397,7 @@ def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path
         in stored.failed[0][1]
 
 
+@pytest.mark.slow
 def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
     fresh = tmp_path / "course"
     write_course(fresh)
@@ -385,6 +419,7 @@ def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
     assert not (tmp_path / "out").exists()  # nothing was graded
 
 
+@pytest.mark.slow
 def test_reading_the_course_config_leaves_this_process_environment_alone(term):
     from grader.integrations.gradebook import course_config
 
@@ -448,6 +483,7 @@ def _grade_noisy_cells(folder: Path, config: str) -> dict[str, float]:
         return {g.name: g.score for nb in gradebook.find_submission("noise", "alice").notebooks for g in nb.grades}
 
 
+@pytest.mark.slow
 def test_course_config_keeps_stderr_noise_from_zeroing_a_correct_cell_and_real_errors_still_fail(tmp_path):
     from grader.integrations.course import config_text
 

@@ -207,6 +207,7 @@ def test_watch_grades_each_new_content_once_whenever_it_was_saved(tmp_path):
     assert console.file.getvalue().count("Watching") == 3
 
 
+@pytest.mark.slow
 def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_grade(tmp_path, monkeypatch):
     """Each grading in watch mode is a fresh child forked from one worker that imported TensorFlow
     once; its verdict is the one a cold `grade` gives the same text with the same seed."""
