@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import exercises  # noqa: E402
+from grader.exercises.reads import policy as grading_reads  # noqa: E402
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 ANSWERS = [
@@ -55,7 +56,7 @@ def floor_seconds() -> float:
     from grader.sandbox.process import run_child
 
     exercise = exercises.get("exercise3")
-    job = inputs.child_job(exercise, 4096)
+    job = inputs.child_job(exercise, 4096, reads=grading_reads())
 
     def respond(record):  # the secret part of the job, as the grader sends it
         if record.get("event") == "end" and record.get("phase") == "variables" and record.get("ok"):

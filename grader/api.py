@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .protocol import confinement
 from . import exercises
+from .exercises.reads import policy as grading_reads
 from .sandbox.process import STARTUP_SECONDS, Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
@@ -95,7 +96,8 @@ class Grading:
         if self.early_error:
             return  # found without running anything: no child, no TensorFlow
         try:
-            self.job = inputs.child_job(self.exercise, settings.memory_mb, cells=self.source.cells,
+            self.job = inputs.child_job(self.exercise, settings.memory_mb, reads=grading_reads(),
+                                        cells=self.source.cells,
                                         private=[*settings.private, str(self.path.parent)],
                                         backend=settings.backend)
             self._judges()  # the judge server starts while the child imports TensorFlow

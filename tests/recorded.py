@@ -86,30 +86,29 @@ def keep_seed(folder: Path, seed: int) -> None:
 PACKAGE = Path(grader.__file__).resolve().parent
 
 
-def package_files(package: Path = PACKAGE, judging=None) -> list[Path]:
-    """Every file of the grader package that a grading process runs or that shapes its job: all of
-    it but the folders a grading process may never read (``judging``: the checks and the judge),
-    whose code runs again, in the judge, on every replay."""
+def package_files(package: Path = PACKAGE, files=None) -> list[Path]:
+    """The grader's files a grading process runs — the source of every module it may read
+    (``grader.exercises.reads``; ``files``, relative to ``package``, instead) — which is all of the
+    grader's code its evidence can depend on: the checks, the judge and the references run again, in
+    the judge, on every replay, and what shapes the job is in the key itself."""
     package = Path(package).resolve()
-    judging = [Path(folder).resolve() for folder in (sandbox.judging_folders() if judging is None else judging)]
-    files = []
-    for path in sorted(package.rglob("*")):
-        if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
-            continue
-        if any(path.is_relative_to(folder) for folder in judging):
-            continue
-        files.append(path)
-    return files
+    if files is None:
+        from grader.exercises.reads import readable_files
+
+        chosen = [Path(path) for path in readable_files() if path.endswith(".py")]
+    else:
+        chosen = [package / path for path in files]
+    return sorted({path.resolve() for path in chosen if path.is_file()})
 
 
-def environment_digest(package: Path = PACKAGE, judging=None) -> str:
+def environment_digest(package: Path = PACKAGE, files=None) -> str:
     """What a recording depends on besides the submission and its job: the grader's code on the
     grading process's side (the child, the sandbox, the inputs the parent chooses, the wire
     format), the interpreter, and the version of every installed distribution (TensorFlow, Keras,
     NumPy and all they bring)."""
     digest = hashlib.sha256(f"format {FORMAT}\n".encode())
     package = Path(package).resolve()
-    for path in package_files(package, judging):
+    for path in package_files(package, files):
         digest.update(path.relative_to(package).as_posix().encode("utf-8", "surrogateescape") + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     # the interpreter's version and the machine, never where either is installed
@@ -144,7 +143,7 @@ class EvidenceCache:
     def key(self, job: dict, source: str, timeout: float, memory_mb: int) -> str:
         """The recording's name: every input of a grading process, and what it runs on."""
         inputs = {"job": job, "source": source, "timeout": float(timeout), "memory_mb": int(memory_mb),
-                  "limits": sandbox.limits(timeout, memory_mb, job.get("private", ())),
+                  "limits": sandbox.limits(timeout, memory_mb, job.get("private", ()), job.get("reads")),
                   "seed": self.seed, "environment": self.environment}
         return hashlib.sha256(json.dumps(self._portable(inputs), sort_keys=True, default=str).encode()).hexdigest()
 

@@ -1,9 +1,11 @@
-"""Folders a grading may not read, even where they lie inside folders it must read.
+"""What a grading may read: of the grader's installation exactly the modules it runs, and nothing of
+the folders closed to it, even where they lie inside folders it must read.
 
-An installed wheel carries the solutions inside the grader package
-(``site-packages/grader/_solutions``), and the grading child must read the grader
-package and site-packages. Landlock only adds rights, so the child's rules grant
-the folders around a hidden one entry by entry.
+The grading child must read the Python installation (site-packages, where a wheel puts the grader
+package with its solutions inside) and the grader modules it runs (``grader.exercises.reads``).
+Landlock only adds rights, so the child's rules grant the folders around a closed one entry by entry,
+and the allowed grader files one by one. A real grading, in each mode, tries every file of the
+installation and the project around it: what it can open is the allow-list, no more, no less.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import pytest
 
 import grader
 from grader.sandbox import landlock
-from grader.exercises import EXERCISES, EXERCISES_DIR, SOLUTIONS_DIR
-from grader.sandbox.process import judging_folders, limits
+from grader.exercises import EXERCISES, reads
+from grader.sandbox.process import limits
 
 
 def _tree(root: Path) -> dict[str, Path]:
@@ -83,12 +85,52 @@ def test_a_python_folder_inside_a_hidden_one_stays_readable(tmp_path):
     assert rules == [(str(tree["site"]), landlock.READ_RIGHTS)]
 
 
-def test_every_grading_hides_the_solutions_the_checks_and_the_folders_it_is_told_to():
-    hidden = limits(10, 100, ["/srv/class/alice"])["hidden"]
+def test_every_grading_closes_the_package_the_project_and_the_folders_it_is_told_to():
+    policy = reads.policy()
+    closed = limits(10, 100, ["/srv/class/alice"], policy)
     package = Path(grader.__file__).resolve().parent
-    checks = [str(package / "exercises" / exercise_id / "checks.py") for exercise_id in EXERCISES]
-    assert hidden == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR), str(package / "judge"),
-                      *checks, "/srv/class/alice"]
+    assert str(package) in closed["hidden"] and "/srv/class/alice" in closed["hidden"]
+    if not reads.INSTALLED_FROM_WHEEL:
+        assert str(reads.PROJECT_ROOT) in closed["hidden"]  # a clone: its solutions, tests, history, builds
+    assert closed["grant"] == list(policy["grant"])
+    assert limits(10, 100, [])["grant"] == [] and limits(10, 100, [])["hidden"] == [str(package)]
+
+
+def test_the_allow_list_is_what_a_grading_process_imports_and_never_the_judge_or_a_check():
+    modules = set(reads.child_modules())
+    assert {"grader.probe.__main__", "grader.probe.worker", "grader.sandbox.confine", "grader.protocol.wire",
+            "grader.explain.probe"} <= modules
+    assert {f"grader.exercises.{e}.{part}" for e in EXERCISES for part in ("probe", "job", "spec")} <= modules
+    assert not [m for m in modules if m.startswith(("grader.judge", "grader.integrations", "grader.cli"))
+                or m.endswith((".checks", ".reference")) or m in ("grader.api", "grader.report", "grader.causes")]
+    granted = {Path(path) for path in reads.readable_files()}
+    package = Path(grader.__file__).resolve().parent
+    assert all(path.is_relative_to(package) for path in granted)
+    assert not [path for path in granted if path.suffix == ".pyc" and path.parent.name != "__pycache__"]
+    # a module's bytecode is granted beside its source, never a hidden module's bytecode in the same folder
+    compiled = [path for path in granted if path.suffix == ".pyc"]
+    assert all(path.name.split(".")[0] in {p.stem for p in granted if p.suffix == ".py" and p.parent == path.parent.parent}
+               for path in compiled)
+
+
+def test_grants_open_each_file_alone_and_list_its_folder(tmp_path):
+    folder = tmp_path / "package"
+    folder.mkdir()
+    (folder / "probe.py").write_text("", encoding="utf-8")
+    rules = landlock.grant_rules([str(folder / "probe.py"), str(folder / "missing.py")])
+    assert rules == [(str(folder / "probe.py"), landlock.READ_FILE | landlock.EXECUTE),
+                     (str(folder), landlock.READ_DIR)]
+
+
+def test_a_python_folder_inside_a_closed_one_is_granted_around_what_is_closed_beneath_it(tmp_path):
+    """A virtual environment inside a clone: its libraries readable, the distribution's metadata in it not."""
+    site = tmp_path / "clone" / ".venv" / "site-packages"
+    (site / "numpy").mkdir(parents=True)
+    (site / "transformer_exercises-0.1.0.dist-info").mkdir()
+    rules = dict(landlock.read_rules([], [str(site)], [str(tmp_path / "clone"),
+                                                       str(site / "transformer_exercises-0.1.0.dist-info")]))
+    assert rules[os.path.realpath(site / "numpy")] == landlock.READ_RIGHTS
+    assert os.path.realpath(site / "transformer_exercises-0.1.0.dist-info") not in rules
 
 
 PROBE = textwrap.dedent("""
@@ -168,5 +210,105 @@ def test_a_class_is_hidden_whole_and_the_child_sees_no_roster(tmp_path):
     private = found.private()
     assert str(course.resolve()) in private and str(elsewhere.resolve()) in private
     job_private = [*private, str(found.submissions[0].path.parent)]
-    assert limits(10, 100, job_private)["hidden"] == [os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
-                                                      *judging_folders(), str(course.resolve()), str(elsewhere.resolve())]
+    policy = reads.policy()
+    assert limits(10, 100, job_private, policy)["hidden"] == [*policy["closed"], str(course.resolve()),
+                                                              str(elsewhere.resolve())]
+
+
+# --------------------------------------------------------------------------- inside a real grading
+
+def _installation_files() -> list[str]:
+    """Every file of the grader's installation and of what is closed around it (a clone's files, its
+    history included; the distribution's metadata), but the Python installation inside it (a virtual
+    environment in the clone), which a grading reads by design."""
+    policy = reads.policy()
+    python = {os.path.realpath(p) for p in landlock.python_paths()}
+    closed = {os.path.realpath(p) for p in policy["closed"]}
+    found = set()
+    for root in closed:
+        if os.path.isfile(root):
+            found.add(root)
+            continue
+        for base, folders, files in os.walk(root):
+            folders[:] = [f for f in folders if os.path.realpath(os.path.join(base, f)) not in python - closed]
+            found.update(os.path.join(base, name) for name in files)
+    return sorted(found)
+
+
+ENUMERATOR = """
+import json as _json
+_PATHS, _GRANTED = _json.loads({paths!r}), set(_json.loads({granted!r}))
+_opened = set()
+for _path in _PATHS:
+    try:
+        with open(_path, "rb") as _handle:
+            _handle.read(1)
+        _opened.add(_path)
+    except OSError:
+        pass
+_unexpected = sorted(_opened - _GRANTED)
+_missing = sorted(p for p in _GRANTED - _opened if p in set(_PATHS))
+raise RuntimeError(f"READS tried={{len(_PATHS)}} opened={{len(_opened)}} unexpected={{len(_unexpected)}} "
+                   f"missing={{len(_missing)}} {{_unexpected[:3]}} {{_missing[:3]}}")
+"""
+
+
+def _enumerating_source() -> tuple[str, int]:
+    paths = _installation_files()
+    granted = [os.path.realpath(p) for p in reads.policy()["grant"]]
+    return ENUMERATOR.format(paths=json.dumps(paths), granted=json.dumps(granted)), len(paths)
+
+
+def _assert_reads_only_the_allow_list(message: str, tried: int) -> None:
+    if landlock.abi_version() < 0:
+        pytest.skip("Landlock is not available on this kernel")
+    assert f"READS tried={tried} " in message, message[:800]
+    assert "unexpected=0 missing=0" in message, message[:800]
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "warm"])
+def test_a_grading_opens_exactly_the_allow_list_of_the_installation(tmp_path, warm):
+    """Every file of the installed grader and the project around it, tried from inside a grading (a
+    fresh `grade`, and a fork of the batch's warm worker): it opens exactly the granted ones."""
+    from grader.api import Grading, Settings
+
+    from .conftest import warm_runner
+
+    source, tried = _enumerating_source()
+    path = tmp_path / "exercise3.py"
+    path.write_text(source, encoding="utf-8")
+    runner = warm_runner() if warm else None
+    grading = Grading("exercise3", path, Settings(), **({"runner": runner} if warm else {}))
+    verdict = grading.finish()
+    assert verdict.status == "error"
+    _assert_reads_only_the_allow_list(verdict.error, tried)
+
+
+@pytest.mark.slow
+def test_a_grading_on_jax_opens_exactly_the_allow_list(tmp_path):
+    from grader import backends
+    from grader.api import Settings, grade
+
+    if not backends.installed("jax"):
+        pytest.skip("JAX is not installed here (pip install '.[jax]')")
+    source, tried = _enumerating_source()
+    path = tmp_path / "exercise3.py"
+    path.write_text(source, encoding="utf-8")
+    verdict = grade("exercise3", path, Settings(backend="jax", timeout=900))
+    assert verdict.status == "error"
+    _assert_reads_only_the_allow_list(verdict.error, tried)
+
+
+@pytest.mark.slow
+def test_the_experiments_of_grade_explain_open_exactly_the_allow_list(tmp_path):
+    """`grade explain` runs a student's encoder beside the reference one: the same allow-list."""
+    from grader.api import Settings
+    from grader.explain.run import Plan, explain
+
+    source, tried = _enumerating_source()
+    path = tmp_path / "exercise3.py"
+    path.write_text(source, encoding="utf-8")
+    explanation = explain("exercise3", path, Settings(seed=5, timeout=900), Plan(steps=2, train_count=16,
+                                                                                  test_count=8))
+    said = " ".join([explanation.error or "", *explanation.problems, explanation.subject_reason])
+    _assert_reads_only_the_allow_list(said, tried)

@@ -9,6 +9,7 @@ import gzip
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -82,24 +83,36 @@ def test_the_key_follows_the_grading_process_code_and_not_the_checks(tmp_path):
     package = tmp_path / "grader"
     checks = package / "exercises" / "exercise1" / "checks.py"
     for code in (package / "probe" / "code.py", package / "judge" / "code.py", checks,
-                 package / "exercises" / "exercise1" / "probe.py"):
+                 package / "exercises" / "exercise1" / "probe.py", package / "probe" / "new.py"):
         code.parent.mkdir(parents=True, exist_ok=True)
         code.write_text("A = 1\n", encoding="utf-8")
     (package / "inputs.py").write_text("SIZE = 8\n", encoding="utf-8")
-    judging = [checks, package / "judge"]  # as sandbox.judging_folders() names them
-    base = environment_digest(package, judging)
+    runs = ["probe/code.py", "exercises/exercise1/probe.py", "inputs.py"]  # as grader.exercises.reads grants them
+    base = environment_digest(package, runs)
     checks.write_text("A = 2\n", encoding="utf-8")
     (package / "judge" / "code.py").write_text("A = 2\n", encoding="utf-8")
-    assert environment_digest(package, judging) == base  # a check edited: the recordings still hold
+    assert environment_digest(package, runs) == base  # a check edited: the recordings still hold
     (package / "exercises" / "exercise1" / "probe.py").write_text("A = 2\n", encoding="utf-8")
-    assert environment_digest(package, judging) != base  # the exercise's probe runs in the child
+    assert environment_digest(package, runs) != base  # the exercise's probe runs in the child
     (package / "probe" / "code.py").write_text("A = 2\n", encoding="utf-8")
-    child_edited = environment_digest(package, judging)
+    child_edited = environment_digest(package, runs)
     assert child_edited != base
     (package / "inputs.py").write_text("SIZE = 9\n", encoding="utf-8")
-    assert environment_digest(package, judging) != child_edited
-    (package / "probe" / "new.py").write_text("", encoding="utf-8")
-    assert environment_digest(package, judging) not in (base, child_edited)
+    assert environment_digest(package, runs) != child_edited
+    assert environment_digest(package, [*runs, "probe/new.py"]) not in (base, child_edited)
+
+
+def test_the_key_covers_every_file_a_grading_process_runs_and_none_of_the_checks():
+    from grader.exercises import reads
+
+    from .recorded import PACKAGE, package_files
+
+    covered = {path.relative_to(PACKAGE).as_posix() for path in package_files()}
+    assert {"probe/__main__.py", "protocol/job.py", "sandbox/landlock.py"} <= covered
+    assert {f"exercises/{e}/probe.py" for e in exercises.EXERCISES} <= covered
+    assert not any(path.startswith("judge/") or path.endswith("/checks.py") for path in covered)
+    assert covered == {Path(p).resolve().relative_to(PACKAGE).as_posix() for p in reads.readable_files()
+                       if p.endswith(".py")}
 
 
 def _rewrite(cache, path, change):

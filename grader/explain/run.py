@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..protocol import confinement
 from .. import exercises
+from ..exercises.reads import policy as grading_reads
 from .claims import Claim, RecordError, all_claims, validate_seed, validate_structure
 from ..api import Settings, grade
 from ..exercises.exercise5.job import DIMS as CLASSIFIER_DIMS
@@ -152,7 +153,7 @@ def _experiment(exercise, path: Path, subject: str, reason: str, student_source:
                 plan: Plan, seed: int, say, context: dict) -> Explanation:
     subject_source = student_source if subject == "student" else exercise.solution.read_text(encoding="utf-8")
     job = child_job(
-        exercise, settings.memory_mb, probe="grader.explain.probe",
+        exercise, settings.memory_mb, reads=grading_reads(), probe="grader.explain.probe",
         public={"constructor_arguments": plan.encoder_dims},
         experiment=plan.experiment(seed),
         embedding_source=exercises.get("exercise1").solution.read_text(encoding="utf-8"),

@@ -17,7 +17,7 @@ import secrets as _system_random
 import numpy as np
 
 MAX_VARIABLES = 2000
-MAX_WEIGHT_ELEMENTS = 20_000_000
+MAX_WEIGHT_ELEMENTS = 5_000_000  # a correct layer of these exercises has a few thousand
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SGD_LEARNING_RATE = 0.05
 
@@ -39,14 +39,16 @@ def new_seed() -> int:
 JOB_FORMAT = 1  # the form of the job below; the child refuses another
 
 
-def child_job(exercise, memory_mb: int, *, public: dict | None = None, cells=(), private=(), probe: str = "",
-              **more) -> dict:
+def child_job(exercise, memory_mb: int, *, reads: dict, public: dict | None = None, cells=(), private=(),
+              probe: str = "", **more) -> dict:
     """The whole job a grading child starts with, the one place it is put together: the exercise's
-    public part (or ``public`` instead), what the child needs to load and confine the submission,
+    public part (or ``public`` instead), what the child needs to load and confine the submission
+    (``reads``: what it may read of the grader's installation, ``grader.exercises.reads.policy()``),
     and what a probe of another kind of job (``probe``, a module name) needs besides."""
     job = dict(exercise.public_job() if public is None else public, format=JOB_FORMAT, exercise=exercise.id,
                class_name=exercise.target, kind=exercise.kind, memory_mb=int(memory_mb),
-               cells=[list(cell) for cell in cells], private=[str(path) for path in private], **more)
+               cells=[list(cell) for cell in cells], private=[str(path) for path in private],
+               reads={"grant": list(reads["grant"]), "closed": list(reads["closed"])}, **more)
     if probe:
         job["probe"] = probe
     return job

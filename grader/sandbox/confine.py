@@ -28,7 +28,8 @@ def confine(scratch: str, setup: dict, limits: dict) -> dict:
         _give(scratch, uid, gid)  # the scratch folder on disk: the grading's user must write there
     user = privileges.drop(uid, gid, bool(entered.get("user")), int(limits["processes"]))
     refused.update(user.pop("refused"))
-    ruleset = landlock.restrict(scratch, landlock.python_paths(), [str(path) for path in limits.get("hidden", [])])
+    ruleset = landlock.restrict(scratch, landlock.python_paths(), [str(path) for path in limits.get("hidden", [])],
+                                [str(path) for path in limits.get("grant", [])])
     if not ruleset.get("applied"):
         refused["landlock"] = ruleset.get("reason", "not applied")
     syscalls = seccomp.install()

@@ -3,8 +3,10 @@
 Once applied (it cannot be undone, and is inherited by anything the child
 starts), the process may:
 - write, create and delete files only inside its scratch folder;
-- read only the Python installation, the grader package and system folders —
-  not the solutions, other submissions or the user's files;
+- read only the Python installation and system folders, and of the grader
+  package only the files it is granted one by one (what the grading process
+  runs: ``grader.exercises.reads``) — not the solutions, the checks, other
+  submissions or the user's files;
 - open no TCP connection and bind no TCP port;
 - send no signal to, and reach no abstract socket of, processes outside it,
   so it cannot stop the grader.
@@ -71,10 +73,12 @@ def abi_version() -> int:
     return _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
 
 
-def restrict(scratch: str, readable: list[str], hidden: list[str] = ()) -> dict:
+def restrict(scratch: str, readable: list[str], hidden: list[str] = (), grant: list[str] = ()) -> dict:
     """Apply the rules; return what was applied (for the report header). ``readable`` are the
-    Python folders, which stay listable; nothing in a ``hidden`` folder (the solutions, the folders
-    submissions were handed in from) can be read, even where it lies inside a readable folder."""
+    Python folders, which stay listable; nothing in a ``hidden`` folder or file (the grader's package,
+    the folders submissions were handed in from) can be read, even where it lies inside a readable
+    folder, but the files of ``grant``, each alone (its folder stays listable, nothing else in it
+    opens: a file written there later included)."""
     libc = _libc()
     abi = abi_version()
     if abi < 0:
@@ -87,7 +91,7 @@ def restrict(scratch: str, readable: list[str], hidden: list[str] = ()) -> dict:
     if ruleset < 0:
         return {"applied": False, "reason": f"Landlock ruleset refused ({os.strerror(ctypes.get_errno())})"}
     try:
-        for path, rights in read_rules(SYSTEM_READ_PATHS, readable, hidden):
+        for path, rights in read_rules(SYSTEM_READ_PATHS, readable, hidden) + grant_rules(grant):
             _allow(libc, ruleset, path, rights & handled)
         for path in DEVICE_WRITE_PATHS:
             _allow(libc, ruleset, path, (READ_FILE | WRITE_FILE) & handled)
@@ -114,12 +118,26 @@ def read_rules(system: list[str], readable: list[str], hidden: list[str]) -> lis
     listable = {os.path.realpath(path) for path in readable}
     for root in dict.fromkeys([*system, *readable]):
         real = os.path.realpath(root)
+        if real in hidden_real and real not in listable:
+            continue
         inside = {h for h in hidden_real if _beneath(h, real)}
-        if not inside or any(real == h or _beneath(real, h) for h in hidden_real):
+        if not inside:
             rules.append((root, READ_RIGHTS))
         else:
             rules.extend(_around(real, inside, real in listable, set()))
     return rules
+
+
+def grant_rules(files: list[str]) -> list[tuple[str, int]]:
+    """(path, rights) for reading each of ``files`` alone, and listing the folder that holds it."""
+    rules: list[tuple[str, int]] = []
+    folders: set[str] = set()
+    for path in files:
+        if not path or not os.path.isfile(path):
+            continue
+        rules.append((path, READ_FILE | EXECUTE))
+        folders.add(os.path.dirname(path))
+    return rules + [(folder, READ_DIR) for folder in sorted(folders)]
 
 
 def _around(folder: str, hidden: set[str], listable: bool, visited: set[str]) -> list[tuple[str, int]]:
@@ -166,10 +184,15 @@ def _allow(libc, ruleset: int, path: str, rights: int) -> None:
 
 
 def python_paths() -> list[str]:
-    """Folders the child must keep reading: the interpreter, its libraries and the grader."""
-    import grader
-
+    """Folders the child must keep reading: the interpreter and its libraries (of the grader's own
+    package, only what it is granted file by file)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(p for p in sys.path if p and os.path.isdir(p))
-    paths.add(os.path.dirname(os.path.abspath(grader.__file__)))
     return sorted(paths)
+
+
+def package_folder() -> str:
+    """The grader's package folder (which a grading process must reach, to read what it is granted)."""
+    import grader
+
+    return os.path.dirname(os.path.realpath(grader.__file__))

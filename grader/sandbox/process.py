@@ -99,22 +99,28 @@ class ChildRun:
         return None
 
 
-def limits(timeout: float, memory_mb: int, private=()) -> dict:
-    """The limits a child applies to itself and everything it starts. ``hidden`` are the folders
-    it may not read even where they lie inside folders it reads: the solutions, the exercises, and
-    the folders submissions come from (``private``)."""
-    from ..exercises import EXERCISES_DIR, SOLUTIONS_DIR
-
-    # the exercises too: exercise 5's file carries the reference layers of exercises 1 and 3
-    hidden = list(dict.fromkeys([os.path.realpath(SOLUTIONS_DIR), os.path.realpath(EXERCISES_DIR),
-                                 *(os.path.realpath(path) for path in judging_folders()),
-                                 *(os.path.realpath(str(path)) for path in private)]))
-    # only the outermost: a class's folder stands for its students' (whose names the child would see)
-    hidden = [path for path in hidden if not any(path.startswith(other.rstrip(os.sep) + os.sep)
-                                                 for other in hidden if other != path)]
+def limits(timeout: float, memory_mb: int, private=(), reads: dict | None = None) -> dict:
+    """The limits a child applies to itself and everything it starts. ``reads`` is what the grading
+    process may read of the grader's installation, as the grader declares it
+    (``grader.exercises.reads.policy``): the files it is granted, and the folders closed to it even
+    where they lie inside folders it reads (the package, the project around it); ``private`` are more
+    folders closed to it (the folders submissions come from). Without ``reads``, the whole package."""
+    reads = reads if reads is not None else {"grant": [], "closed": [_package_folder()]}
+    closed = [os.path.realpath(str(path)) for path in reads.get("closed", ())]
+    private = [os.path.realpath(str(path)) for path in private]
+    # of the submissions' folders only the outermost: a class's folder stands for its students' (whose
+    # names the child would see); every closed path stays, since one may lie in a Python folder that
+    # lies in another (the distribution's metadata in a virtual environment inside a clone)
+    private = [path for path in private if not any(path.startswith(other.rstrip(os.sep) + os.sep)
+                                                   for other in [*private, *closed] if other != path)]
+    hidden = list(dict.fromkeys([*closed, *private]))
     return {"timeout": float(timeout), "startup": STARTUP_SECONDS, "memory_mb": int(memory_mb),
-            "file_bytes": MAX_FILE_BYTES,
-            "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES, "hidden": hidden}
+            "file_bytes": MAX_FILE_BYTES, "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES,
+            "hidden": hidden, "grant": [str(path) for path in reads.get("grant", ())]}
+
+
+def _package_folder() -> str:
+    return str(Path(__file__).resolve().parent.parent)
 
 
 def _new_group(memory_mb: int):
@@ -130,15 +136,6 @@ def _new_group(memory_mb: int):
         return None, f"the grader could not make one ({exc.strerror or exc})"
 
 
-def judging_folders() -> list[str]:
-    """The grader's folders a grading process never needs: the checks (with the replay and the NumPy
-    references of every layer) and the judge. Only the grader reads them."""
-    from ..exercises import EXERCISES
-
-    package = Path(__file__).resolve().parent.parent
-    return [str(package / "judge"), *(str(exercise.checks) for exercise in EXERCISES.values())]
-
-
 class GradingProcess:
     """One grading's child, started at once and waited for when its evidence is needed.
 
@@ -150,7 +147,7 @@ class GradingProcess:
         """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
         are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
-        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ())))
+        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ()), job.get("reads")))
         self._group = None
         try:
             self._group, job["limits"]["cgroup_refused"] = _new_group(memory_mb)

@@ -145,7 +145,7 @@ def _reap(job, body, keeper: int | None, entered: dict, owner: tuple[int, int], 
     signal.setitimer(signal.ITIMER_REAL, backstop)
     scratch = os.path.dirname(job["submission"])
     mounts = namespaces.prepare_mounts(entered, scratch, int(job["limits"]["write_bytes"]), owner,
-                                       landlock.python_paths())
+                                       [*landlock.python_paths(), landlock.package_folder()])
     reaper = os.getpid()
     grading = os.fork()
     if grading == 0:
