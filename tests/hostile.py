@@ -114,7 +114,8 @@ def _attack(body: str, targets: Targets, base: str = STUB) -> str:
 def sources(targets: Targets) -> dict[str, str]:
     """{name: source} of every hostile submission, aimed at ``targets``."""
     found = {name: _attack(body, targets) for name, body in ATTACKS.items()}
-    found.update({name: _attack(body, targets, SOLUTION) + BOMB if name in BOMBS else _attack(body, targets)
+    found.update({name: _attack(body, targets, SOLUTION) + BOMB if name in BOMBS
+                  else _attack(body, targets, SOLUTION) if name in DECLARED_BOMBS else _attack(body, targets)
                   for name, body in JUDGE_ATTACKS.items()})
     return found
 
@@ -386,7 +387,48 @@ _time.sleep(15)
 """,
 }
 
+# Weights declared with a shape of the attacker's: the report of the layer's variables says one of
+# them has (K, 1, 1, 1) values, so the grader draws that many, and a replay that broadcast them against
+# the activations would make K times the activations in the judge. The layer itself keeps its own
+# weight (the value the grader sends for it is cut back to its shape before it is set).
+DECLARED = r"""
+LENGTH, MASK_SHAPE = 0, None
+import numpy as _np
+from grader.probe.evidence_stream import EvidenceStream as _Stream
+_real = {}
+_emit, _receive = _Stream.emit, _Stream.receive
+
+
+def _declaring(self, record):
+    if record.get("event") == "end" and record.get("phase") == "variables" and record.get("ok"):
+        for variable in record["data"]["variables"]:
+            if variable["path"].endswith(SUFFIX) and variable["shape"] == SHAPE and not _real:
+                _real[str(variable["id"])] = list(variable["shape"])
+                variable["shape"] = [1_400_000, 1, 1, 1]
+    return _emit(self, record)
+
+
+def _receiving(self):
+    secrets = _receive(self)
+    for key, shape in _real.items():
+        if isinstance(secrets, dict) and key in (secrets.get("values") or {}):
+            secrets["values"][key] = _np.zeros(shape, dtype="float32")
+    return secrets
+
+
+_Stream.emit, _Stream.receive = _declaring, _receiving
+"""
+JUDGE_ATTACKS.update({
+    # a Dense bias, added to the activations of the feed-forward step
+    "declared_bias_bomb": 'SUFFIX, SHAPE = "bias", [16]\n' + DECLARED,
+    # a LayerNormalization's gamma, multiplied with the normalised activations
+    "declared_gamma_bomb": 'SUFFIX, SHAPE = "gamma", [8]\n' + DECLARED,
+    # the attention's query kernel, projecting every position
+    "declared_kernel_bomb": 'SUFFIX, SHAPE = "query/kernel", [8, 2, 8]\n' + DECLARED,
+})
+
 BOMBS = ("mask_reduction_bomb", "heads_axis_bomb", "five_dimensional_mask")
+DECLARED_BOMBS = ("declared_bias_bomb", "declared_gamma_bomb", "declared_kernel_bomb")
 
 # After the correct encoder: a masked call also runs a cheap attention of the attacker's on a dummy
 # of LENGTH positions with a mask of MASK_SHAPE (it claims what it was given, and returns at once).

@@ -3,11 +3,16 @@
 Everything the replay computes comes from shapes the child reported, so a
 submission could describe a computation that is cheap for TensorFlow in the
 child and immense for the parent (an einsum over every index combination, a
-product of huge arrays, thousands of terms to match). A single NumPy call
-cannot be interrupted by the checks' time limit, so the cost of each step is
-counted before it runs: past the budget, the replay fails (``TooLarge``), the
-call counts as not verified and the checks that need it say so. A correct
-layer of these exercises needs well under a thousandth of the budget.
+bias declared (K, 1, 1, 1) broadcast against the activations, thousands of
+terms to match). A single NumPy call cannot be interrupted by the checks' time
+limit, so the cost of each step is counted before it runs: past the budget, the
+replay fails (``TooLarge``), the call counts as not verified and the checks
+that need it say so. Every array the grader's operations make (``ops``, the
+tape, the references through them) has its size checked here from its shape
+before it exists: ``charge`` with the elements it makes, or ``elementwise``,
+which finds the broadcast shape first. A correct layer of these exercises
+needs well under a thousandth of the budget, and its largest array a few
+thousand values.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import re
 import numpy as np
 
 BUDGET = 500_000_000  # element operations for one grading's replays and references
-MAX_ELEMENTS = 20_000_000  # in any one array a step makes (160 MB of float64)
+MAX_ELEMENTS = 2_000_000  # in any one array a step makes (16 MB of float64; a correct layer's largest: thousands)
 DEFAULT_MAX_AXIS = 64  # the largest size of a batch, sequence or heads axis, until a job sets its own
 
 
@@ -74,6 +79,25 @@ def charge(operations: float, elements: float = 0) -> None:
     if _spent > BUDGET:
         raise TooLarge(f"recomputing the call would take more than the {BUDGET:,} operations the grader spends "
                        "on one submission")
+
+
+def broadcast_shape(*operands) -> tuple:
+    """The shape ``operands`` broadcast to, charged as an array of that shape before it is made;
+    ReplayFailed if they do not broadcast."""
+    try:
+        shape = np.broadcast_shapes(*(np.shape(operand) for operand in operands))
+    except ValueError:
+        raise ReplayFailed("operands whose shapes do not broadcast") from None
+    size = math.prod(shape)
+    charge(size + 1, size)
+    return shape
+
+
+def elementwise(function, *operands):
+    """``function(*operands)`` (an element-wise NumPy or autograd function), its output charged from the
+    broadcast shape first."""
+    broadcast_shape(*operands)
+    return function(*operands)
 
 
 def einsum_cost(equation: str, *operands) -> tuple[float, float]:

@@ -22,7 +22,13 @@ from ..sandbox import forkserver
 from ..sandbox.process import _CUT, _read_capped, _readable, _write_all
 from . import protocol
 
-JUDGE_MEMORY_MB = 2048  # address space of one judge; judging a correct submission needs a fraction
+# What one judge may hold: its address space, and where the grader can make control groups, its
+# memory in all (a group of its own). The judge server, forked, is about 125 MB of address space; a
+# correct submission's judge holds about 45 MB; the largest weights a layer may report (grader.protocol.
+# job.MAX_WEIGHT_ELEMENTS) fit with room to spare. A grader running J gradings at once runs at most
+# J judges: J times this in all.
+JUDGE_MEMORY_MB = 512
+JUDGE_PROCESSES = 8
 JUDGE_GRACE = 15.0  # seconds a judge gets beyond its checks' own time limit before it is killed
 SERVER_MODULE = "grader.judge.server"
 # One thread for NumPy's BLAS: a judge computes on small arrays, and forks of a server whose BLAS
@@ -47,10 +53,26 @@ class Judges:
         self._lock = threading.Lock()
 
     def start(self, request: bytes, checks_timeout: float) -> "JudgeRun":
-        """Fork a judge for ``request``; raises JudgeFailed if the server cannot."""
-        limits = {"memory_bytes": int(self.memory_mb) * 1024 * 1024,
-                  "cpu_seconds": max(1, math.ceil(checks_timeout + self.grace))}
-        return JudgeRun(self, request, checks_timeout + self.grace, limits)
+        """Fork a judge for ``request``, in a control group of its own where one can be made; raises
+        JudgeFailed if the server cannot."""
+        from ..sandbox import cgroups
+
+        memory = int(self.memory_mb) * 1024 * 1024
+        limits = {"memory_bytes": memory, "cpu_seconds": max(1, math.ceil(checks_timeout + self.grace))}
+        group = None
+        hierarchy, _ = cgroups.hierarchy()
+        if hierarchy is not None:
+            try:
+                group = hierarchy.new_group(memory, JUDGE_PROCESSES)
+                limits["cgroups"] = group.procs
+            except OSError:
+                group = None  # the address space still bounds it
+        try:
+            return JudgeRun(self, request, checks_timeout + self.grace, limits, group)
+        except BaseException:
+            if group is not None:
+                group.remove()
+            raise
 
     def _fork(self, descriptors: list[int], limits: dict) -> int:
         with self._lock:
@@ -70,7 +92,8 @@ class Judges:
 class JudgeRun:
     """One judge, started at construction."""
 
-    def __init__(self, judges: Judges, request: bytes, seconds: float, limits: dict):
+    def __init__(self, judges: Judges, request: bytes, seconds: float, limits: dict, group=None):
+        self._group = group
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         try:
@@ -121,8 +144,15 @@ class JudgeRun:
         self._reader.join(10.0)
         self._writer.join(10.0)
         os.close(self._pidfd)
+        out_of_memory = False
+        if self._group is not None:
+            out_of_memory = self._group.out_of_memory()
+            self._group.remove()
+            self._group = None
         data = b"".join(chunk for chunk in self._answer if chunk is not _CUT)
-        if overran:
+        if out_of_memory and not data:
+            self._result = None, "the grader could not judge this submission's evidence within its memory limit"
+        elif overran:
             self._result = None, "the grader could not judge this submission's evidence within its time limit"
         elif any(chunk is _CUT for chunk in self._answer) or self._reader.is_alive():
             self._result = None, "the grader's judge of this submission's evidence answered more than it may"

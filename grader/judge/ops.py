@@ -7,6 +7,12 @@ student's layer from the weights the parent chose, the references
 exact gradients of either. Where Keras has two code paths that differ (a
 fully masked attention row: uniform weights on the fused dot-product path,
 zeros on the masked-softmax path), both are reproduced.
+
+The weights' shapes come from the child's report of the layer, so each layer
+here checks them against their role before using them (a bias is the layer's
+output width, a gamma the normalised axis, a projection kernel fits its
+input) and raises ``ReplayFailed`` otherwise; every array is charged to the
+budget from its shape before it is made (``budget``).
 """
 
 from __future__ import annotations
@@ -127,6 +133,23 @@ def relu_layer(x, max_value=None, negative_slope=0.0, threshold=0.0):
     return y
 
 
+def _shape_of(role: str, value, expected: tuple) -> None:
+    """ReplayFailed unless the weight of ``role`` has the ``expected`` shape (None: any size)."""
+    shape = tuple(np.shape(value))
+    if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
+        described = "(" + ", ".join("any" if e is None else str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
+        raise budget.ReplayFailed(f"its {role} has the shape {shape}, not the {described} of its role in it")
+
+
+def add(x, y):
+    """A sum of two tensors of one shape (a residual), its output charged first: a sum that would
+    broadcast either to a larger shape is no residual, and is refused."""
+    shape = budget.broadcast_shape(x, y)
+    if shape not in (tuple(np.shape(x)), tuple(np.shape(y))):
+        raise budget.ReplayFailed(f"a sum of tensors of shapes {np.shape(x)} and {np.shape(y)}")
+    return x + y
+
+
 def einsum(equation: str, *operands):
     """``anp.einsum``, its cost counted first (``budget``)."""
     operations, elements = budget.einsum_cost(equation, *operands)
@@ -135,9 +158,14 @@ def einsum(equation: str, *operands):
 
 
 def dense(x, kernel, bias=None, activation_name="linear"):
-    rows = int(np.prod(np.shape(x)[:-1])) if np.ndim(x) else 1
-    budget.charge(float(np.size(x)) * (np.shape(kernel)[-1] if np.ndim(kernel) else 1),
-                  rows * (np.shape(kernel)[-1] if np.ndim(kernel) else 1))
+    if np.ndim(x) < 1:
+        raise budget.ReplayFailed("a Dense layer called on a scalar")
+    _shape_of("kernel", kernel, (np.shape(x)[-1], None))
+    units = np.shape(kernel)[-1]
+    if bias is not None:
+        _shape_of("bias", bias, (units,))
+    rows = int(np.prod(np.shape(x)[:-1]))
+    budget.charge(float(np.size(x)) * units, rows * units)
     y = anp.dot(x, kernel)
     if bias is not None:
         y = y + bias
@@ -148,13 +176,24 @@ def einsum_dense(x, kernel, bias, equation: str, bias_axes: str | None, activati
     y = einsum(equation, x, kernel)
     if bias is not None and bias_axes:
         output_spec = equation.split("->")[1]
+        if any(axis not in output_spec for axis in bias_axes) or len(output_spec) != np.ndim(y):
+            raise budget.ReplayFailed(f"its bias axes {bias_axes!r} are not axes of its output")
         first = min(output_spec.index(axis) for axis in bias_axes)
-        shape = [y.shape[first + i] if char in bias_axes else 1 for i, char in enumerate(output_spec[first:])]
-        y = y + anp.reshape(bias, shape)
+        shape = [np.shape(y)[first + i] if char in bias_axes else 1 for i, char in enumerate(output_spec[first:])]
+        if np.size(bias) != math.prod(shape):  # Keras keeps the bias axes' sizes, in the output's order
+            _shape_of("bias", bias, tuple(np.shape(y)[output_spec.index(axis)] for axis in output_spec[first:]
+                                          if axis in bias_axes))
+        y = budget.elementwise(anp.add, y, anp.reshape(bias, shape))
     return activation(y, activation_name)
 
 
 def layer_norm(x, gamma, beta, epsilon):
+    if np.ndim(x) < 1:
+        raise budget.ReplayFailed("a LayerNormalization called on a scalar")
+    for role, value in (("gamma", gamma), ("beta", beta)):
+        if value is not None:
+            _shape_of(role, value, (np.shape(x)[-1],))
+    budget.charge(6 * np.size(x), np.size(x))
     mean = anp.mean(x, axis=-1, keepdims=True)
     variance = anp.mean((x - mean) ** 2, axis=-1, keepdims=True)
     y = (x - mean) / anp.sqrt(variance + epsilon)
@@ -163,6 +202,14 @@ def layer_norm(x, gamma, beta, epsilon):
     if beta is not None:
         y = y + beta
     return y
+
+
+def embedding(table, ids):
+    """``table[ids]``: each id's row, the output charged from the ids' shape and the rows' width first."""
+    if np.ndim(table) != 2:
+        raise budget.ReplayFailed(f"its embeddings have the shape {np.shape(table)}, not a (rows, width) table")
+    budget.charge(np.size(ids) * np.shape(table)[1] + 1, np.size(ids) * np.shape(table)[1])
+    return table[ids]
 
 
 def softmax(scores, axis=-1):
@@ -209,6 +256,21 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
     masked row attends to nothing, over the fused path, where it attends uniformly.
     """
     key = value if key is None else key
+    for role, x in (("query", query), ("key", key), ("value", value)):
+        if np.ndim(x) != 3:
+            raise budget.ReplayFailed(f"its {role} is a tensor of shape {np.shape(x)}, not (batch, positions, width)")
+        _shape_of(f"{role} kernel", params[f"{role}_kernel"], (np.shape(x)[-1], None, None))
+    heads, key_width = np.shape(params["query_kernel"])[1:]
+    _shape_of("key kernel", params["key_kernel"], (np.shape(key)[-1], heads, key_width))
+    value_width = np.shape(params["value_kernel"])[2]
+    _shape_of("value kernel", params["value_kernel"], (np.shape(value)[-1], heads, value_width))
+    _shape_of("output kernel", params["output_kernel"], (heads, value_width, None))
+    widths = {"query": key_width, "key": key_width, "value": value_width}
+    for role, width in widths.items():
+        if params.get(f"{role}_bias") is not None:
+            _shape_of(f"{role} bias", params[f"{role}_bias"], (heads, width))
+    if params.get("output_bias") is not None:
+        _shape_of("output bias", params["output_bias"], (np.shape(params["output_kernel"])[2],))
 
     def project(x, role):
         y = einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
@@ -233,13 +295,18 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
 
 def average_pool(x, mask=None):
     """GlobalAveragePooling1D over axis 1; with a mask, over the kept positions only."""
+    if np.ndim(x) < 2:
+        raise budget.ReplayFailed(f"a pooling over positions of a tensor of shape {np.shape(x)}")
+    budget.charge(2 * np.size(x), np.size(x))
     if mask is None:
         return anp.mean(x, axis=1)
     weights = np.asarray(mask, dtype=float)[..., None]
-    return anp.sum(x * weights, axis=1) / np.sum(weights, axis=1)
+    return anp.sum(budget.elementwise(anp.multiply, x, weights), axis=1) / np.sum(weights, axis=1)
 
 
 def max_pool(x):
+    if np.ndim(x) < 2:
+        raise budget.ReplayFailed(f"a pooling over positions of a tensor of shape {np.shape(x)}")
     return anp.max(x, axis=1)
 
 

@@ -49,17 +49,17 @@ def encoder_variants(x, parts, mask=None) -> dict:
     def attend(z):
         return _attend(parts["attention"], z, z, mask)
 
-    h = norm("norm1", x + attend(x))
-    variants = {"post_norm": norm("norm2", h + _ffn(parts, h))}
-    variants["no_relu"] = norm("norm2", h + _ffn(parts, h, relu=False))
+    h = norm("norm1", ops.add(x, attend(x)))
+    variants = {"post_norm": norm("norm2", ops.add(h, _ffn(parts, h)))}
+    variants["no_relu"] = norm("norm2", ops.add(h, _ffn(parts, h, relu=False)))
     h_no_res = norm("norm1", attend(x))
-    variants["no_attention_residual"] = norm("norm2", h_no_res + _ffn(parts, h_no_res))
+    variants["no_attention_residual"] = norm("norm2", ops.add(h_no_res, _ffn(parts, h_no_res)))
     variants["no_ffn_residual"] = norm("norm2", _ffn(parts, h))
     variants["no_residuals"] = norm("norm2", _ffn(parts, h_no_res))
-    variants["input_residual_in_ffn"] = norm("norm2", x + _ffn(parts, h))
+    variants["input_residual_in_ffn"] = norm("norm2", ops.add(x, _ffn(parts, h)))
     normed = norm("norm1", x)
-    pre = x + _attend(parts["attention"], normed, normed, mask)
-    variants["pre_norm"] = pre + _ffn(parts, norm("norm2", pre))
+    pre = ops.add(x, _attend(parts["attention"], normed, normed, mask))
+    variants["pre_norm"] = ops.add(pre, _ffn(parts, norm("norm2", pre)))
     return variants
 
 
@@ -73,9 +73,9 @@ def attention_block_variants(x, parts, mask=None) -> dict:
         return _attend(parts["attention"], z, z, mask)
 
     return {
-        "correct": norm(x + attend(x)),
+        "correct": norm(ops.add(x, attend(x))),
         "no_residual": norm(attend(x)),
-        "pre_norm": x + attend(norm(x)),
+        "pre_norm": ops.add(x, attend(norm(x))),
     }
 
 
@@ -94,11 +94,11 @@ def decoder_variants(x, encoder, parts, self_mask=None, cross_mask=None, causal=
     def block(causal_self=True, cross_query=None, cross_value=None, self_residual=True, cross_residual=True,
               ffn_residual=True):
         a1 = _attend(parts["attention_1"], x, x, self_mask if causal_self else None)
-        h1 = norm("norm1", x + a1 if self_residual else a1)
+        h1 = norm("norm1", ops.add(x, a1) if self_residual else a1)
         query = h1 if cross_query is None else cross_query
         a2 = _attend(parts["attention_2"], query, encoder if cross_value is None else cross_value(h1), cross_mask)
-        h2 = norm("norm2", h1 + a2 if cross_residual else a2)
-        return norm("norm3", h2 + _ffn(parts, h2) if ffn_residual else _ffn(parts, h2))
+        h2 = norm("norm2", ops.add(h1, a2) if cross_residual else a2)
+        return norm("norm3", ops.add(h2, _ffn(parts, h2)) if ffn_residual else _ffn(parts, h2))
 
     return {
         "correct": block(),
@@ -117,11 +117,14 @@ def embedding_variants(tokens, parts) -> dict:
     length = tokens.shape[1]
     tok, pos = parts["tokens"]["embeddings"], parts["positions"]["embeddings"]
     rows = np.shape(pos)[0]
-    embedded = tok[tokens]
-    positions = pos[np.arange(length)][None]
+    if rows < length:
+        raise ops.budget.ReplayFailed(f"its position table has {rows} rows, fewer than the {length} positions")
+    embedded = ops.embedding(tok, tokens)
+    positions = ops.embedding(pos, np.arange(length))[None]
+    shifted = ops.embedding(pos, np.arange(1, length + 1) % rows)[None]
     return {
-        "correct": embedded + positions,
+        "correct": ops.budget.elementwise(np.add, embedded, positions),
         "tokens_only": embedded,
-        "positions_only": positions + 0.0 * embedded,
-        "positions_from_one": embedded + pos[np.arange(1, length + 1) % rows][None],
+        "positions_only": ops.budget.elementwise(np.add, positions, 0.0 * embedded),
+        "positions_from_one": ops.budget.elementwise(np.add, embedded, shifted),
     }

@@ -211,8 +211,13 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         if kind == "ops":
             tape.verify(event, {name: (expr[1] if isinstance(expr, tuple) else recorded[name].astype(np.float64))
                                 for name, expr in step_inputs.items()}, label, close)
-        local = _apply(step, {k: np.asarray(v, dtype=np.float64) for k, v in values.items()},
-                       lambda name, _expr: recorded[name].astype(np.float64))
+        try:
+            local = _apply(step, {k: np.asarray(v, dtype=np.float64) for k, v in values.items()},
+                           lambda name, _expr: recorded[name].astype(np.float64))
+        except budget.TooLarge:
+            raise
+        except ReplayFailed as exc:
+            raise ReplayFailed(f"{label}: {exc}") from None
         if not close(local, recorded_output):
             raise ReplayFailed(f"{label}'s output is not what a {event['class']} computes from its inputs and "
                                f"weights ({_difference(local, recorded_output)})")
@@ -497,7 +502,10 @@ def _parent_mask(claimed: np.ndarray, masks: dict, label: str) -> np.ndarray:
 
 
 def _ids(tensor: np.ndarray, params: dict, values: dict, label: str) -> np.ndarray:
-    rows = np.asarray(values[params["embeddings"]]).shape[0]
+    table = np.asarray(values[params["embeddings"]])
+    if table.ndim != 2:
+        raise ReplayFailed(f"{label}'s embeddings have the shape {table.shape}, not a (rows, width) table")
+    rows = table.shape[0]
     ids = np.trunc(tensor).astype(np.int64) if tensor.dtype.kind == "f" else tensor.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= rows):
         raise ReplayFailed(f"{label} looks up rows outside its table")
@@ -588,12 +596,12 @@ def _evaluate(expr: Expr, outputs: dict, inputs: dict, masks: dict):
             parts.append(_evaluate(outputs["derived"][ref], outputs, inputs, masks))
         else:
             parts.append(outputs[(kind, ref)])
-    total = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    total = parts[0] if len(parts) == 1 else budget.elementwise(ops.anp.add, parts[0], parts[1])
     if expr.relu:
         total = ops.anp.maximum(total, 0.0)
     if expr.mask:
         mask = np.asarray(masks[expr.mask], dtype=np.float64)
-        total = total * mask.reshape(mask.shape + (1,) * (np.ndim(total) - mask.ndim))
+        total = budget.elementwise(ops.anp.multiply, total, mask.reshape(mask.shape + (1,) * (np.ndim(total) - mask.ndim)))
     if expr.scale != 1.0:
         total = total * expr.scale
     return total
@@ -625,8 +633,7 @@ def _apply(step: Step, values: dict, argument):
     if kind == "norm":
         return ops.layer_norm(arg(names[0]), weight("gamma"), weight("beta"), float(c["epsilon"]))
     if kind == "embedding":
-        table = weight("embeddings")
-        return table[arg(names[0])]
+        return ops.embedding(weight("embeddings"), arg(names[0]))
     if kind == "identity":
         return arg(names[0])
     if kind == "activation":
@@ -637,7 +644,7 @@ def _apply(step: Step, values: dict, argument):
     if kind == "add":
         total = arg(names[0])
         for name in names[1:]:
-            total = total + arg(name)
+            total = ops.add(total, arg(name))
         return total
     if kind == "average_pool":
         return ops.average_pool(arg(names[0]), c.get("mask"))

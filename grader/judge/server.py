@@ -51,7 +51,10 @@ def limits_of(request) -> dict:
     memory, cpu = limits.get("memory_bytes"), limits.get("cpu_seconds")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (memory, cpu)):
         raise ValueError("a judge's limits are positive whole numbers")
-    return {"memory_bytes": memory, "cpu_seconds": cpu}
+    groups = limits.get("cgroups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g.endswith("/cgroup.procs") for g in groups):
+        raise ValueError("a judge's control groups are the cgroup.procs files it joins")
+    return {"memory_bytes": memory, "cpu_seconds": cpu, "cgroups": groups}
 
 
 def run_judge(descriptors: list[int], limits: dict) -> None:
@@ -63,6 +66,9 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
     request_fd, answer_fd = descriptors
     code = 70
     try:
+        for procs in limits["cgroups"]:  # its own group, before it reads anything
+            with open(procs, "w", encoding="ascii") as group:
+                group.write(str(os.getpid()))
         resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 5))
         resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
