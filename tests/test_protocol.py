@@ -193,3 +193,9 @@ def test_long_field_names_and_overlong_records_are_untrusted():
     assert "field name" in _parse(_records(dict(END, data={key: 1}))).protocol_error
     long = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": {"a": "' + b"x" * (9 << 20) + b'"}}\n'
     assert "too long" in _parse(long).protocol_error
+
+
+def test_an_array_keeps_its_shape_across_the_wire_a_scalar_included():
+    sent = {"scalar": np.array(4, dtype=np.int32), "strided": np.ones((3, 4))[:, ::2], "empty": np.zeros((0, 3))}
+    received = wire.loads(wire.dumps(sent))
+    assert {k: v.shape for k, v in received.items()} == {"scalar": (), "strided": (3, 2), "empty": (0, 3)}
