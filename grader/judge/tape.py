@@ -37,8 +37,9 @@ MAX_PARTS = operations.MAX_ITEMS  # tensors one operation gives (a split, top_k'
 
 
 def check_form(event: dict, label: str) -> list[dict]:
-    """The event's op records, checked for form; ReplayFailed naming the first op the grader cannot
-    recompute (and the student's line) or the first malformed record."""
+    """The event's op records, checked for form; ReplayFailed at the first malformed record, or
+    naming the first op the layer's result depends on that the grader cannot recompute (and the
+    student's line). An op whose result nothing uses (a debugging line) is not recomputed."""
     records = event.get("ops")
     if not isinstance(records, list) or len(records) > MAX_OPS or event.get("ops_truncated"):
         raise ReplayFailed(f"{label} runs more operations than the grader follows ({MAX_OPS})")
@@ -46,9 +47,6 @@ def check_form(event: dict, label: str) -> list[dict]:
         if not isinstance(record, dict) or not isinstance(record.get("op"), str) or \
                 not isinstance(record.get("args"), list) or not isinstance(record.get("kwargs"), dict):
             raise ReplayFailed(f"{label}'s operation {position} is malformed")
-        if record["op"] not in OPERATIONS:
-            reason = operations.excluded(record["op"]) or "an operation the grader cannot recompute"
-            raise ReplayFailed(f"{label} runs {describe(record)}: {reason}")
         for argument in list(record["args"]) + list(record["kwargs"].values()):
             _check_argument(argument, position, label)
         output, outputs = record.get("output"), record.get("outputs")
@@ -58,7 +56,37 @@ def check_form(event: dict, label: str) -> list[dict]:
                                     or not all(isinstance(o, np.ndarray) for o in outputs)):
             raise ReplayFailed(f"{label}'s operation {position} has malformed outputs")
     _check_argument(event.get("result"), len(records), label)
+    for position in sorted(needed(records, event["result"])):
+        record = records[position]
+        if record["op"] not in OPERATIONS:
+            reason = operations.excluded(record["op"]) or "an operation the grader cannot recompute"
+            raise ReplayFailed(f"{label} runs {describe(record)}: {reason}")
     return records
+
+
+def needed(records: list[dict], result: dict) -> set[int]:
+    """The positions of the records (checked for form) that the layer's result depends on."""
+    found: set[int] = set()
+    pending = _made_by(result)
+    while pending:
+        position = pending.pop()
+        if position in found:
+            continue
+        found.add(position)
+        for argument in list(records[position]["args"]) + list(records[position]["kwargs"].values()):
+            pending.extend(_made_by(argument))
+    return found
+
+
+def _made_by(argument, depth: int = 0) -> list[int]:
+    (tag, value), = argument.items()
+    if tag == "op":
+        return [value]
+    if tag == "part":
+        return [value[0]]
+    if tag == "list" and depth < 5:
+        return [p for item in value for p in _made_by(item, depth + 1)]
+    return []
 
 
 def describe(record: dict) -> str:
@@ -167,8 +195,9 @@ def run(event: dict, sources: dict):
     """The layer's output: the tape run on ``sources`` (name -> the parent's value; may be autograd
     boxes, so the result is differentiable in them)."""
     results: list = []
-    for record in event["ops"]:
-        results.append(_apply(record, sources, results))
+    used = needed(event["ops"], event["result"])
+    for position, record in enumerate(event["ops"]):
+        results.append(_apply(record, sources, results) if position in used else None)
     return _resolve(event["result"], sources, results)
 
 
@@ -176,8 +205,12 @@ def verify(event: dict, sources: dict, label: str, close) -> None:
     """Recompute every op from ``sources`` (the layer's inputs as the parent knows them) and compare
     each with the output the child recorded; ReplayFailed at the first that differs."""
     records = check_form(event, label)
+    used = needed(records, event["result"])
     results: list = []
-    for record in records:
+    for position, record in enumerate(records):
+        if position not in used:
+            results.append(None)
+            continue
         value = _apply(record, sources, results)
         if isinstance(value, tuple):
             recorded = record.get("outputs")
