@@ -616,3 +616,179 @@ def test_malformed_arguments_give_replay_failed_and_nothing_else(name):
         except operations.ReplayFailed:
             pass
         budget.reset()
+
+
+# --------------------------------------------------------------------------- TensorFlow's functions as keras.ops calls
+
+from grader import keras_ops  # noqa: E402
+from grader.probe import op_tape  # noqa: E402
+
+TF_PATHS = sorted(keras_ops.TF_FUNCTIONS)
+
+
+def _tf(path):
+    return op_tape._tf_function(tf, path)
+
+
+@pytest.mark.parametrize("path", TF_PATHS + sorted(keras_ops.TF_COMPOSITES))
+def test_a_tensorflow_function_of_the_table_exists_and_its_arguments_are_its_own(path):
+    function = _tf(path)
+    assert callable(function), path
+    assert any(found[2] is function for found in op_tape.tensorflow_functions() if found[3] == path)
+    if path not in keras_ops.TF_FUNCTIONS:
+        return
+    name, arguments, fixed, ignored, star = keras_ops.tf_call(path)
+    theirs = inspect.signature(function).parameters
+    keras_params = inspect.signature(getattr(keras.ops, name)).parameters
+    assert name in operations.OPERATIONS
+    for tf_name, keras_name, _, transform in arguments:
+        assert tf_name in theirs and keras_name in keras_params, (tf_name, keras_name)
+        assert transform is None or transform in op_tape._TRANSFORMS
+    assert set(fixed) <= set(keras_params) and ignored <= set(theirs)
+
+
+# TensorFlow calls written by hand where the keras.ops cases do not translate (arguments TensorFlow
+# writes otherwise, functions of several keras.ops calls)
+TF_CASES = {
+    "pad": [c(F(2, 3), [[1, 0], [0, 2]]), c(F(2, 3), [[1, 1], [2, 2]], mode="REFLECT"),
+            c(F(2, 3), [[1, 1], [1, 1]], mode="SYMMETRIC"), c(F(2, 3), [[1, 1], [1, 1]], constant_values=0.5)],
+    "split": [c(F(4, 6), 2), c(F(4, 6), [1, 2, 3], axis=1), c(F(4, 6), np.array([3, 1], np.int32))],
+    "nn.l2_normalize": [c(F(3, 4), axis=1), c(F(3, 4)), c(np.zeros((2, 3)), axis=-1, epsilon=1e-6)],
+    "norm": [c(F(3, 4)), c(F(3, 4), ord=1, axis=1), c(F(3, 4), ord="fro", axis=(0, 1)), c(F(2, 3, 4), axis=-1)],
+    "linalg.band_part": [c(F(4, 4), -1, 0), c(F(2, 4, 5), 0, -1), c(F(4, 4), 1, 2), c(F(4, 4), -1, -1),
+                         c(F(3, 4), np.int64(2), -1)],
+    "sequence_mask": [c(np.array([1, 3, 2], np.int32), 4), c(np.array([1, 3, 2], np.int32)),
+                      c(np.array([[1, 0], [2, 3]], np.int32), 3, dtype=tf.float32)],
+    "matmul": [c(F(2, 3, 4), F(2, 5, 4), transpose_b=True), c(F(4, 3), F(4, 5), transpose_a=True),
+               c(F(3, 4), F(5, 3), adjoint_a=True, transpose_b=True), c(F(2, 3), F(3, 4))],
+    "argmax": [c(F(3, 4)), c(F(3, 4), axis=1, output_type=tf.int32)],
+    "argmin": [c(F(3, 4)), c(F(3, 4), axis=-1)],
+    "math.cumsum": [c(F(3, 4)), c(F(3, 4), axis=1)], "math.cumprod": [c(F(3, 4)), c(F(3, 4), axis=1)],
+    "nn.softmax": [c(F(2, 3, 4)), c(F(2, 3, 4), axis=1)], "nn.log_softmax": [c(F(2, 3, 4)), c(F(2, 3, 4), axis=0)],
+    "one_hot": [c(X(5, 2, 3), 5), c(X(3, 4), 3, axis=0), c(X(5, 2, 3), 5, dtype=tf.int32)],
+    "gather": [c(F(3, 4), X(3, 2, 2)), c(F(3, 4), X(4, 3), axis=1)],
+    "nn.embedding_lookup": [c(F(6, 4), X(6, 2, 3))],
+    "fill": [c((2, 3), 0.5)], "ones": [c((2, 3)), c((4,), tf.int32)], "zeros": [c((2, 3))],
+    "eye": [c(3), c(3, 4, dtype=tf.int32)], "range": [c(5), c(1, 7, 2), c(0.0, 1.0, 0.25)],
+    "linspace": [c(0.0, 1.0, 5), c(np.zeros(3), np.ones(3), 4, axis=1)],
+    "reverse": [c(F(2, 3, 4), [1]), c(F(2, 3, 4), [0, 2])],
+    "linalg.trace": [c(F(3, 3)), c(F(2, 3, 3))], "linalg.diag_part": [c(F(3, 4)), c(F(2, 3, 4), k=1)],
+    "linalg.matrix_transpose": [c(F(2, 3, 4))],
+    "math.segment_sum": [c(F(5, 3), np.array([0, 0, 1, 2, 2], np.int32))],
+    "math.segment_max": [c(F(5, 3), np.array([0, 0, 1, 2, 2], np.int32))],
+    "math.segment_min": [c(F(5, 3), np.array([0, 0, 1, 2, 2], np.int32))],
+    "math.segment_prod": [c(F(5, 3), np.array([0, 0, 1, 2, 2], np.int32))],
+    "math.unsorted_segment_sum": [c(F(5, 3), np.array([0, 2, 1, 2, 0], np.int32), 3)],
+    "math.unsorted_segment_max": [c(F(5, 3), np.array([0, 2, 1, 2, 0], np.int32), 3)],
+    "math.unsorted_segment_min": [c(F(5, 3), np.array([0, 2, 1, 2, 0], np.int32), 3)],
+    "math.unsorted_segment_prod": [c(F(5, 3), np.array([0, 2, 1, 2, 0], np.int32), 3)],
+    "nn.batch_normalization": [c(F(2, 3, 4), F(4), P(4), F(4), P(4), 1e-3), c(F(2, 3, 4), F(4), P(4), None, None, 0.1)],
+    "nn.sigmoid_cross_entropy_with_logits": [c(labels=A("t", 3, 4), logits=F(3, 4))],
+    "nn.softmax_cross_entropy_with_logits": [c(A("q", 3, 4), F(3, 4)), c(A("q", 3, 4), F(3, 4), axis=0)],
+    "nn.sparse_softmax_cross_entropy_with_logits": [c(X(4, 3), F(3, 4))],
+    "math.in_top_k": [c(X(5, 3), A("f32", 3, 5), 2)],
+    "nn.moments": [c(F(2, 3, 4), [1]), c(F(2, 3, 4), [0, 2], keepdims=True)],
+    "stack": [c([F(2, 3), F(2, 3)]), c([F(2, 3), F(2, 3)], axis=1)], "concat": [c([F(2, 3), F(2, 2)], 1)],
+    "unstack": [c(F(3, 4)), c(F(3, 4), axis=1)], "transpose": [c(F(2, 3, 4)), c(F(2, 3, 4), [1, 0, 2])],
+    "einsum": [c("ij,jk->ik", F(2, 3), F(3, 4)), c("btnh,bsnh->bnts", F(2, 3, 2, 4), F(2, 5, 2, 4))],
+    "tensordot": [c(F(2, 3, 4), F(4, 3, 5), 1)], "convert_to_tensor": [c(F(3, 4)), c(F(3, 4), dtype=tf.float32)],
+    "size": [c(F(3, 4))], "identity": [c(F(3, 4))], "stop_gradient": [c(F(3, 4))],
+    "nn.top_k": [c(F(3, 5), 2), c(F(3, 5), k=1)], "sort": [c(F(3, 4)), c(F(3, 4), axis=0)],
+    "argsort": [c(F(3, 4)), c(F(3, 4), axis=0)], "math.count_nonzero": [c(X(3, 3, 4)), c(X(3, 3, 4), axis=1)],
+    "linalg.triangular_solve": [c(A("lt", 3, 3), F(3, 2)), c(A("lt", 3, 3).draw(np.random.default_rng(1)).T, F(3, 2),
+                                                           lower=False)],
+    "clip_by_value": [c(F(3, 4), -0.5, 0.5)], "math.scalar_mul": [c(2.5, F(3, 4))],
+    "math.atan2": [c(F(3, 4), F(3, 4))], "nn.leaky_relu": [c(F(3, 4)), c(F(3, 4), alpha=0.1)],
+    "nn.gelu": [c(F(3, 4)), c(F(3, 4), approximate=True)], "where": [c(B(3, 4), F(3, 4), F(3, 4))],
+    "broadcast_to": [c(F(3), (2, 3))], "tile": [c(F(2, 3), [2, 1])], "repeat": [c(F(2, 3), 2, axis=1)],
+    "roll": [c(F(2, 3, 4), 1, 1)], "expand_dims": [c(F(2, 3), 1)], "squeeze": [c(F(2, 1, 3)), c(F(2, 1, 3), 1)],
+    "reshape": [c(F(2, 3, 4), (6, 4))], "ones_like": [c(F(3, 4)), c(B(3, 4), dtype=tf.float32)],
+    "zeros_like": [c(I(3, 4))], "cast": [c(F(3, 4), tf.int32), c(B(3, 4), "float32")],
+    "math.divide_no_nan": [c(F(3, 4), np.array([0.0, 1.5, 0.0, -2.0]))],
+    "math.reduce_euclidean_norm": [c(F(3, 4)), c(F(3, 4), axis=1, keepdims=True)],
+}
+# the TensorFlow calls a table entry has no keras.ops counterpart for: recorded under their own name
+TF_UNMAPPED = [("math.cumsum", c(F(3, 4), exclusive=True)), ("sort", c(F(3, 4), direction="DESCENDING")),
+               ("transpose", c(F(2, 3), conjugate=True)), ("gather", c(F(3, 4), X(3, 2, 2), batch_dims=1)),
+               ("split", c(F(4, 6), [2, -1], axis=1))]
+
+
+def _unary_or_binary_cases(path):
+    """Cases for the element-wise entries and reductions, drawn from their keras.ops counterpart's cases."""
+    name, arguments, fixed, ignored, star = keras_ops.tf_call(path)
+    found = []
+    for args, kwargs in CASES.get(name, []):
+        try:
+            bound = inspect.signature(getattr(keras.ops, name)).bind(*args, **kwargs).arguments
+        except TypeError:
+            continue
+        inverse = {keras_name: tf_name for tf_name, keras_name, _, transform in arguments if not transform}
+        if set(bound) - set(inverse) or any(isinstance(v, list) for v in bound.values()):
+            continue
+        found.append(((), {inverse[k]: v for k, v in bound.items()}))
+    return found
+
+
+TF_FLAT = []
+for _path in TF_PATHS + sorted(keras_ops.TF_COMPOSITES):
+    for _i, (_args, _kwargs) in enumerate(TF_CASES.get(_path) or _unary_or_binary_cases(_path)):
+        TF_FLAT.append((_path, _i, _args, _kwargs))
+
+
+def test_every_tensorflow_function_of_the_table_has_cases():
+    assert {path for path, *_ in TF_FLAT} == set(TF_PATHS) | set(keras_ops.TF_COMPOSITES)
+
+
+def _tf_value(value):
+    if isinstance(value, np.ndarray):
+        return tf.constant(value)
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return [tf.constant(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("path, i, args, kwargs", TF_FLAT, ids=[f"{p}-{i}" for p, i, _, _ in TF_FLAT])
+def test_a_tensorflow_function_is_recorded_as_the_keras_ops_calls_that_compute_it(path, i, args, kwargs):
+    args, kwargs = _materialise(path, i, args, kwargs)
+    args, kwargs = [_tf_value(a) for a in args], {k: _tf_value(v) for k, v in kwargs.items()}
+    function = _tf(path)
+    try:
+        expected = _parts(function(*args, **kwargs))
+    except (tf.errors.InvalidArgumentError, TypeError, ValueError):
+        pytest.skip("TensorFlow itself refuses these arguments (a case drawn from the keras.ops function's)")
+    steps = op_tape.tf_steps(path, function, tuple(args), kwargs)
+    assert steps is not None, "no keras.ops counterpart"
+    computed = op_tape.run_steps(steps)
+    assert computed is not None
+    _compare(_parts(computed[-1]), expected, path)
+    # and the parent recomputes the same from the keras.ops calls
+    results = []
+    for name, step_args, step_kwargs in steps:
+        plain = op_tape.resolve_steps(step_args, results)
+        plain_kwargs = op_tape.resolve_steps(step_kwargs, results)
+        results.append(operations.apply(name, _plain(plain), _plain(plain_kwargs)))
+    got = results[-1]
+    _compare(_parts(got) if isinstance(got, (tuple, list)) else [np.asarray(got)], expected, path)
+
+
+def _plain(value):
+    """A keras.ops call's arguments as the parent reads them: tensors as arrays, dtypes by name."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not isinstance(value, str):
+        converted = [_plain(v) for v in value]
+        return converted if isinstance(value, list) else tuple(converted)
+    if hasattr(value, "as_numpy_dtype"):
+        return keras.backend.standardize_dtype(value)
+    if tf.is_tensor(value):
+        return np.asarray(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@pytest.mark.parametrize("path, case", TF_UNMAPPED, ids=[p for p, _ in TF_UNMAPPED])
+def test_a_tensorflow_call_whose_arguments_keras_ops_does_not_take_has_no_counterpart(path, case):
+    args, kwargs = _materialise(path, 0, *case)
+    args, kwargs = [_tf_value(a) for a in args], {k: _tf_value(v) for k, v in kwargs.items()}
+    assert op_tape.tf_steps(path, _tf(path), tuple(args), kwargs) is None

@@ -36,6 +36,7 @@ from autograd.extend import defvjp, primitive
 from autograd.scipy import special as aspecial
 from autograd.tracer import Box, getval
 
+from .. import keras_ops
 from . import budget, ops
 
 ReplayFailed = budget.ReplayFailed
@@ -3138,8 +3139,7 @@ EXCLUDED_FAMILIES: dict[str, str] = {
     "tf.": "the grader follows TensorFlow functions only where they do what a keras.ops function does, and with "
            "these arguments this one does not",
 }
-# functions whose result is a plain Python value (a shape, a dtype), which the tape carries as a value
-VALUES = frozenset({"shape", "dtype", "is_tensor", "ndim"})
+VALUES = keras_ops.VALUES  # functions whose result is a plain Python value, which the tape carries as a value
 
 
 def excluded(name: str) -> str | None:
