@@ -1,10 +1,12 @@
 """A custom layer's operations: recorded in the child, recomputed by the parent, forged in vain.
 
-Every operation of the allow-list is checked against Keras itself (values and
-gradients), a real masked pooling is traced and replayed from the parent's
-numbers, and altered tapes — a forged op record, an op claimed but not run, a
-cast claimed to hide a constant output, an op outside the allow-list — are
-refused.
+Common operations are checked through the tape against Keras itself (values and
+gradients; tests/test_op_table.py checks every operation of the table), real
+layers — a masked pooling, operations between sublayers, keras.ops reached
+through its submodules, an operation that gives two tensors, a Keras 2 layer of
+TensorFlow functions — are traced and replayed from the parent's numbers, and
+altered tapes — a forged op record, an op claimed but not run, a cast claimed
+to hide a constant output, an op the table leaves out — are refused.
 """
 
 from __future__ import annotations
