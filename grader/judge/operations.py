@@ -94,15 +94,6 @@ def _promoted(*xs):
     return [value(x) for x in xs]
 
 
-def _as_kind(result, like: str):
-    """A result computed in float64 given the kind the operation keeps (a dtype of ``like``)."""
-    if like == "f":
-        return result
-    if like == "b":
-        return value(result) != 0
-    return np.trunc(value(result)).astype(np.int64)
-
-
 # --------------------------------------------------------------------------- argument kinds
 
 
@@ -129,8 +120,6 @@ def _tensor(v, name: str, depth: int = 0):
             raise ReplayFailed(f"the argument {name} is an integer too large for the grader")
         return np.asarray(int(v), dtype=np.int64)
     if isinstance(v, (float, np.floating)):
-        if not math.isfinite(float(v)):
-            return np.asarray(float(v))
         return np.asarray(float(v))
     if isinstance(v, (list, tuple)) and depth < 4 and len(v) <= MAX_ITEMS:
         items = [_tensor(item, name, depth + 1) for item in v]
@@ -2753,10 +2742,6 @@ def _matrices_work(x, *rest, **options):
 # --------------------------------------------------------------------------- the table
 
 
-def _stack_work(xs):
-    return sum(size_of(x) for x in xs)
-
-
 def _matmul_like(parts, plain_function, function, spec="x1:t, x2:t"):
     return op(spec, lambda x1, x2, **o: parts(shape_of(x1), shape_of(x2), **o)[0],
               _product(function, plain_function),
@@ -2799,29 +2784,24 @@ def _invert(x):
 
 OPERATIONS["bitwise_invert"] = OPERATIONS["bitwise_not"] = op("x:t", _same, _invert)
 
-# arithmetic between two tensors, broadcast; booleans as Keras takes them
+# arithmetic between two tensors that NumPy has by the same name, broadcast; booleans as Keras takes them
+_BOOLEAN = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or, "minimum": np.logical_and}
+for _name in "add subtract multiply floor_divide mod power maximum minimum fmax fmin".split():
+    OPERATIONS[_name] = _binary(getattr(anp, _name), bools=_BOOLEAN.get(_name))
+for _name in "divide true_divide arctan2 hypot logaddexp logaddexp2".split():
+    OPERATIONS[_name] = _binary(getattr(anp, _name), floats_only=True)
+for _name in "gcd lcm".split():
+    OPERATIONS[_name] = _binary(getattr(np, _name), ints_only=True)
+for _name in "bitwise_and bitwise_or bitwise_xor left_shift right_shift".split():
+    OPERATIONS[_name] = _binary(getattr(np, _name), "x:t, y:t", ints_only=True)
 OPERATIONS.update({
-    "add": _binary(anp.add, bools=np.logical_or), "subtract": _binary(anp.subtract),
-    "multiply": _binary(anp.multiply, bools=np.logical_and),
-    "divide": _binary(anp.true_divide, floats_only=True), "true_divide": _binary(anp.true_divide, floats_only=True),
-    "floor_divide": _binary(anp.floor_divide), "mod": _binary(anp.mod), "fmod": _binary(_fmod),
-    "power": _binary(anp.power, bools=lambda a, b: np.power(a.astype(np.int64), b.astype(np.int64))),
-    "maximum": _binary(anp.maximum, bools=np.logical_or), "minimum": _binary(anp.minimum, bools=np.logical_and),
-    "fmax": _binary(anp.fmax), "fmin": _binary(anp.fmin),
-    "arctan2": _binary(anp.arctan2, floats_only=True), "hypot": _binary(anp.hypot, floats_only=True),
-    "logaddexp": _binary(anp.logaddexp, floats_only=True), "logaddexp2": _binary(anp.logaddexp2, floats_only=True),
+    "fmod": _binary(_fmod),
     "heaviside": _binary(lambda x1, x2: _choose(value(x1) > 0, 1.0, _choose(value(x1) < 0, 0.0, x2)),
                          floats_only=True),
     "divide_no_nan": _binary(_divide_no_nan, floats_only=True),
     "ldexp": op("x1:t, x2:t", lambda x1, x2: _broadcast(shape_of(x1), shape_of(x2)), _ldexp),
-    "gcd": _binary(np.gcd, ints_only=True), "lcm": _binary(np.lcm, ints_only=True),
-    "bitwise_and": _binary(np.bitwise_and, "x:t, y:t", ints_only=True),
-    "bitwise_or": _binary(np.bitwise_or, "x:t, y:t", ints_only=True),
-    "bitwise_xor": _binary(np.bitwise_xor, "x:t, y:t", ints_only=True),
     "bitwise_left_shift": _binary(np.left_shift, "x:t, y:t", ints_only=True),
     "bitwise_right_shift": _binary(np.right_shift, "x:t, y:t", ints_only=True),
-    "left_shift": _binary(np.left_shift, "x:t, y:t", ints_only=True),
-    "right_shift": _binary(np.right_shift, "x:t, y:t", ints_only=True),
 })
 # comparisons and logic
 for _name in "equal not_equal greater greater_equal less less_equal".split():
