@@ -15,6 +15,7 @@ import ast
 import importlib.util
 
 from .keras_ops import NAMES as KERAS_OPS
+from .keras_ops import TF_COMPOSITES, TF_FUNCTIONS
 
 NAMES = ("tensorflow", "jax", "torch")
 DEFAULT = "tensorflow"
@@ -23,13 +24,12 @@ TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 MODULES = {"tensorflow": ("tensorflow",), "jax": ("jax", "jaxlib"), "torch": ("torch",)}
 EXTRAS = {"tensorflow": None, "jax": "jax", "torch": "torch"}
 
-# TensorFlow's names whose keras.ops counterpart is named otherwise
-TF_TO_KERAS_OPS = {
-    "reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
-    "reduce_any": "any", "reduce_all": "all", "reduce_std": "std", "reduce_variance": "var",
-    "reduce_logsumexp": "logsumexp", "range": "arange", "concat": "concatenate", "gather": "take",
-    "boolean_mask": "where", "fill": "full", "rank": "ndim", "sequence_mask": "arange",
-}
+# the keras.ops function of each TensorFlow function the grading process records as one (by its path
+# under tf and by its own name), and a few that only a message can point to: nothing computes the same
+_COUNTERPARTS = {**{path: spec.partition("(")[0] for path, spec in {**TF_FUNCTIONS, **TF_COMPOSITES}.items()},
+                 **{path.rsplit(".", 1)[-1]: spec.partition("(")[0]
+                    for path, spec in {**TF_FUNCTIONS, **TF_COMPOSITES}.items()}}
+HINTS = {"boolean_mask": "where", "rank": "ndim", "gather_nd": "take"}
 
 
 class BackendError(ValueError):
@@ -131,9 +131,10 @@ def keras_ops_for(name: str | None) -> str | None:
     """The keras.ops function that does what TensorFlow's ``name`` does, where one has an evident name."""
     if not name:
         return None
-    last = name.rsplit(".", 1)[-1]
-    last = TF_TO_KERAS_OPS.get(last, last)
-    return f"keras.ops.{last}" if last in KERAS_OPS else None
+    path = name[3:] if name.startswith("tf.") else name
+    last = path.rsplit(".", 1)[-1]
+    counterpart = _COUNTERPARTS.get(path) or _COUNTERPARTS.get(last) or HINTS.get(last) or last
+    return f"keras.ops.{counterpart}" if counterpart in KERAS_OPS else None
 
 
 def direct_call_message(source: str, lines: list[int], backend: str, where=None) -> str:

@@ -242,3 +242,9 @@ def test_a_start_up_that_never_ends_is_the_machines_failure(monkeypatch):
     child = _Idle({"submission": ""}, "", timeout=300.0, memory_mb=512)
     run = child.wait()
     assert run.timed_out and run.startup_timed_out and run.student_seconds is None
+
+
+def test_an_array_keeps_its_shape_across_the_wire_a_scalar_included():
+    sent = {"scalar": np.array(4, dtype=np.int32), "strided": np.ones((3, 4))[:, ::2], "empty": np.zeros((0, 3))}
+    received = wire.loads(wire.dumps(sent))
+    assert {k: v.shape for k, v in received.items()} == {"scalar": (), "strided": (3, 2), "empty": (0, 3)}

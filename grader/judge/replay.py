@@ -244,13 +244,13 @@ def _glue_step(events: list[dict], event: dict, name: str, made, index: int, ter
     parent = event.get("parent")
     container = events[parent] if isinstance(parent, int) and 0 <= parent < len(events) else None
     label = f"the operations of {_label(container)}" if container is not None else "an operation"
-    if container is None or not isinstance(container.get("ops"), list) or not isinstance(made, dict) or \
-            set(made) != {"op"} or not isinstance(made["op"], int) or isinstance(made["op"], bool) or \
-            not 0 <= made["op"] < len(container["ops"]):
+    made_op, part = _made_by(made)
+    if container is None or not isinstance(container.get("ops"), list) or made_op is None or \
+            not 0 <= made_op < len(container["ops"]):
         raise ReplayFailed(f"the input {name!r} of {_label(event)} cannot be traced back to the operations that made it")
     if len(container["ops"]) > tape.MAX_OPS or container.get("ops_truncated"):
         raise ReplayFailed(f"{label} are more than the grader follows ({tape.MAX_OPS})")
-    needed, pending = set(), [made["op"]]
+    needed, pending = set(), [made_op]
     while pending:
         position = pending.pop()
         if position in needed:
@@ -268,7 +268,8 @@ def _glue_step(events: list[dict], event: dict, name: str, made, index: int, ter
     order = sorted(needed)
     renumbered = {old: new for new, old in enumerate(order)}
     chosen = [_renumbered(container["ops"][old], renumbered) for old in order]
-    chosen = tape.check_form({"ops": chosen, "result": {"op": len(chosen) - 1}}, label)
+    result = {"op": len(chosen) - 1} if part is None else {"part": [len(chosen) - 1, part]}
+    chosen = tape.check_form({"ops": chosen, "result": result}, label)
     sources: set[str] = set()
     for record in chosen:
         sources |= _source_names(record)
@@ -297,10 +298,13 @@ def _glue_step(events: list[dict], event: dict, name: str, made, index: int, ter
         else:
             raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the layer did not receive")
     output = chosen[-1].get("output")
+    if part is not None:
+        parts = chosen[-1].get("outputs")
+        output = parts[part] if isinstance(parts, list) and part < len(parts) else None
     if not isinstance(output, np.ndarray) or output.dtype.kind != "f":
         raise ReplayFailed(f"{label} did not make a floating-point tensor")
     glue = {"index": container["index"], "class": container.get("class"), "kind": "ops", "ops": chosen,
-            "result": {"op": len(chosen) - 1}, "output": output}
+            "result": result, "output": output}
     tape.verify(glue, recorded, label, close)
     return Step(index, glue, "ops", {}, {"tape": glue}, inputs)
 
@@ -327,6 +331,20 @@ def _event_as_source(argument, depth: int = 0):
     return argument
 
 
+def _made_by(reference) -> tuple:
+    """(operation, part) of a reference to an operation's result ({"op": n}) or to one of the tensors
+    it gave ({"part": [n, k]}); (None, None) for anything else."""
+    if not isinstance(reference, dict) or len(reference) != 1:
+        return None, None
+    (tag, value), = reference.items()
+    if tag == "op" and isinstance(value, int) and not isinstance(value, bool):
+        return value, None
+    if tag == "part" and isinstance(value, list) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value) and 0 <= value[1] < tape.MAX_PARTS:
+        return value[0], value[1]
+    return None, None
+
+
 def _op_references(record: dict, label: str) -> set:
     found: set = set()
 
@@ -334,8 +352,9 @@ def _op_references(record: dict, label: str) -> set:
         if depth > 4 or not isinstance(argument, dict) or len(argument) != 1:
             raise ReplayFailed(f"{label}: an operation has a malformed argument")
         (tag, value), = argument.items()
-        if tag == "op":
-            found.add(value if isinstance(value, int) else -1)
+        if tag in ("op", "part"):
+            made, _ = _made_by(argument)
+            found.add(-1 if made is None else made)
         elif tag == "list" and isinstance(value, list):
             for item in value[:64]:
                 visit(item, depth + 1)
@@ -351,6 +370,8 @@ def _renumbered(record: dict, renumbered: dict) -> dict:
         (tag, value), = argument.items()
         if tag == "op":
             return {"op": renumbered[value]}
+        if tag == "part":
+            return {"part": [renumbered[value[0]], value[1]]}
         if tag == "list":
             return {"list": [rewrite(item) for item in value]}
         return argument

@@ -35,6 +35,7 @@ class WireError(ValueError):
 
 
 def encode_array(array) -> dict:
+    shape = np.shape(array)  # np.ascontiguousarray makes a 0-d array 1-d
     array = np.ascontiguousarray(array)
     dtype = str(array.dtype)
     if dtype not in DTYPES:
@@ -46,7 +47,7 @@ def encode_array(array) -> dict:
             array, dtype = array.astype(np.bool_), "bool"
         else:
             raise WireError(f"cannot send an array of dtype {dtype}")
-    return {"__array__": dtype, "shape": [int(d) for d in array.shape],
+    return {"__array__": dtype, "shape": [int(d) for d in shape],
             "data": base64.b64encode(array.tobytes()).decode("ascii")}
 
 

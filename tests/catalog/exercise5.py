@@ -173,3 +173,71 @@ MISTAKES += [
         "changing the embedding of the padding token",
     ),
 ]
+
+
+def _pooling(name: str, doc: str, body: str) -> str:
+    """A registered pooling layer of the student's own, put before build_classifier; ``body`` is its
+    call's, which begins by naming the mask ``real`` (the twin that ignores the mask changes that line)."""
+    return f'''@keras.saving.register_keras_serializable(package="student")
+class {name}(layers.Layer):
+    """{doc}"""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        real = mask
+{body}
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+def build_classifier('''
+
+
+# one correct layer per family of operations the replay recomputes, and its twin that ignores the mask
+POOLINGS = {
+    "element_wise_full_like_max": ("FullLikeMax", "The largest value over the real positions, padding under a floor.", '''\
+        keep = keras.ops.expand_dims(real, axis=-1)
+        floor = keras.ops.full_like(inputs, -1e9)
+        return keras.ops.max(keras.ops.where(keep, inputs, floor), axis=1)''', ""),
+    "reduction_cumulative_mean": ("CumulativeMean", "The mean over the real positions, from a running sum.", '''\
+        weights = keras.ops.cast(keras.ops.expand_dims(real, -1), inputs.dtype)
+        total = keras.ops.cumsum(inputs * weights, axis=1)[:, -1, :]
+        count = keras.ops.count_nonzero(real, axis=1)
+        return total / keras.ops.expand_dims(keras.ops.cast(count, inputs.dtype), -1)''', ""),
+    "gathering_argmax_pool": ("ArgmaxPool", "Each feature's value at the real position where it is largest.", '''\
+        scores = keras.ops.where(keras.ops.expand_dims(real, -1), inputs, -1e9)
+        best = keras.ops.expand_dims(keras.ops.argmax(scores, axis=1), 1)
+        return keras.ops.squeeze(keras.ops.take_along_axis(inputs, best, axis=1), axis=1)''', ""),
+    "shape_stacked_mean": ("StackedMean", "The mean over the real positions, sum and count stacked and split.", '''\
+        weights = keras.ops.cast(keras.ops.expand_dims(real, -1), inputs.dtype)
+        weights = keras.ops.tile(weights, [1, 1, inputs.shape[-1]])
+        both = keras.ops.stack([inputs * weights, weights], axis=0)
+        total, count = keras.ops.unstack(keras.ops.sum(keras.ops.flip(both, axis=2), axis=2), axis=0)
+        return total / count''', ""),
+    "linear_algebra_matmul_mean": ("MatmulMean", "The mean over the real positions as a product with their weights.", '''\
+        weights = keras.ops.cast(real, inputs.dtype)
+        weights = weights / keras.ops.sum(weights, axis=1, keepdims=True)
+        return keras.ops.squeeze(keras.ops.matmul(keras.ops.expand_dims(weights, 1), inputs), axis=1)''', ""),
+    "activation_softmax_pool": ("SoftmaxPool", "Attention pooling: a softmax over the real positions' mean features.",
+                                '''\
+        scores = keras.ops.numpy.where(real, keras.ops.numpy.mean(inputs, axis=-1), -1e9)
+        weights = keras.ops.nn.softmax(scores, axis=-1)
+        return keras.ops.einsum("bt,bte->be", weights, inputs)''', ""),
+    "tensorflow_masked_mean": ("TensorFlowMean", "A Keras 2 layer: the mean over the real positions in TensorFlow.", '''\
+        weights = tf.expand_dims(tf.cast(real, inputs.dtype), axis=-1)
+        total = tf.reduce_sum(inputs * weights, axis=1)
+        return tf.math.divide_no_nan(total, tf.reduce_sum(weights, axis=1))''', "import tensorflow as tf\n"),
+}
+for _name, (_class, _doc, _body, _prefix) in POOLINGS.items():
+    _layer = _pooling(_class, _doc, _body)
+    _ignores = _layer.replace("real = mask", "real = tf.ones_like(mask)" if _prefix else
+                              "real = keras.ops.ones_like(mask)").replace(_class, _class + "OfAll")
+    VARIANTS.append(Variant(f"pooling_{_name}", edit((POOL, f"x = {_class}()(x)"), ("def build_classifier(", _layer),
+                                                     prefix=_prefix)))
+    MISTAKES.append(Mistake(f"pooling_{_name}_ignores_the_mask",
+                            edit((POOL, f"x = {_class}OfAll()(x)"), ("def build_classifier(", _ignores), prefix=_prefix),
+                            ("mask.padding_invariance",), "changing the embedding of the padding token"))
