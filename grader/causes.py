@@ -18,8 +18,9 @@ from .verdict import TOPICS
 
 CHECK_ID = re.compile(r"\b(?:" + "|".join(TOPICS) + r")\.[a-z_]+\b")
 WHY = "Why it matters:"
-ERROR_LINE = re.compile(r"^\s+[A-Za-z_.]*(?:Error|Exception|Exit|Interrupt)[A-Za-z_]*: ")
-STUDENT_LINE = re.compile(r"^\s+at (?:line \d+|.+), in ")
+EXCEPTION_WORDS = ("Error", "Exception", "Exit", "Interrupt")
+DOTTED_NAME = re.compile(r"[A-Za-z_.]+")
+STUDENT_LINE = re.compile(r"^\s+at (?:line \d+|.+), in ")  # anchored, one way to match: linear
 
 # When the first check fails, a failure of the others follows from it: they use what it checks (a
 # layer whose call returns no tensor fails everything after; a config without a key cannot be
@@ -45,6 +46,15 @@ FOLLOWS = {
     "mask.end_to_end": ("mask.padding_invariance",),
     "forward.call_order": ("forward.post_norm",),
 }
+
+
+def _error_line(line: str) -> bool:
+    """Whether ``line`` is an indented ``package.SomeError: message`` line (linear in the line)."""
+    if not line[:1].isspace():
+        return False
+    name, separator, _ = line.strip().partition(": ")
+    last = name.rpartition(".")[2]
+    return bool(separator) and DOTTED_NAME.fullmatch(name) is not None and any(w in last for w in EXCEPTION_WORDS)
 
 
 def follows(upstream: str, downstream: str) -> bool:
@@ -97,7 +107,7 @@ def crash_of(message: str) -> str:
     student's file it passed through — whatever check reported it and in whatever words; "" when
     the message reports no error."""
     lines = (message or "").splitlines()
-    error = next((line.strip() for line in lines if ERROR_LINE.match(line)), "")
+    error = next((line.strip() for line in lines if _error_line(line)), "")
     if not error:
         return ""
     return "\n".join([error] + [line.strip() for line in lines if STUDENT_LINE.match(line)])

@@ -180,7 +180,7 @@ def report_order(verdict) -> list:
 
 _MARKDOWN_ESCAPES = {"\\": "\\\\", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]",
                      "&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_BACKTICKS = re.compile(r"`+")
 _LABELS = ("Observed:", "Expected:", "Why it matters:")
 
 
@@ -191,12 +191,37 @@ def markdown_text(text: str) -> str:
     return "  \n".join(_markdown_line(line).rstrip() for line in text.splitlines())
 
 
+def code_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) of each code span of ``line``, as Markdown pairs backtick runs: a run opens one,
+    the next run of the same length closes it. Linear in the line, whatever its runs (a student's
+    text may be nothing but backticks)."""
+    runs = [(match.start(), match.end()) for match in _BACKTICKS.finditer(line)]
+    of_length: dict[int, list[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        of_length.setdefault(end - start, []).append(index)
+    looked = dict.fromkeys(of_length, 0)  # per length, how far its runs have been passed: each run once
+    spans, index = [], 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = of_length[end - start]
+        position = looked[end - start]
+        while position < len(same) and same[position] <= index:
+            position += 1
+        looked[end - start] = position
+        if position < len(same):
+            spans.append((start, runs[same[position]][1]))
+            index = same[position] + 1
+        else:
+            index += 1
+    return spans
+
+
 def _markdown_line(line: str) -> str:
     parts, position = [], 0
-    for span in _CODE_SPAN.finditer(line):
-        parts.append(_escape(line[position:span.start()]))
-        parts.append(span.group(0))
-        position = span.end()
+    for start, end in code_spans(line):
+        parts.append(_escape(line[position:start]))
+        parts.append(line[start:end])
+        position = end
     parts.append(_escape(line[position:]))
     escaped = "".join(parts)
     # What would start a heading or a list at the start of a line stays text.

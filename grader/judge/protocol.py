@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import math
 
-from ..protocol import wire
+from ..protocol import text, wire
 from ..sandbox.process import ChildRun
 from ..verdict import CHECK_STATUSES, TOPICS, CheckResult
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # every check's message; a real answer is a few tens of KB
-MAX_MESSAGE = 50_000  # characters of one check's message (a judge cuts a longer one)
+MAX_MESSAGE = text.MAX_MESSAGE  # characters of one check's message: a judge cuts a longer one to exactly this
 RUN_FIELDS = ("started", "finished", "timed_out", "memory_exceeded", "returncode", "signal_name", "stdout",
               "stderr", "seconds", "protocol_error")
 
@@ -63,7 +63,7 @@ def encode(answer: dict, peak_mb: float | None = None, cpu_seconds: float | None
 
 
 def _cut(message: str) -> str:
-    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 20] + "\n[... message cut ...]"
+    return text.cut(message, MAX_MESSAGE, "\n[… message cut]")
 
 
 def read_answer(data: bytes, declared: list[dict]) -> dict:
@@ -82,13 +82,25 @@ def read_answer(data: bytes, declared: list[dict]) -> dict:
     checks, seen = [], set()
     for item in raw["checks"]:
         checks.append(_check(item, by_id, seen))
+    ended_early = raw.get("overran") is not None or raw.get("failed") is not None
+    if not ended_early and raw.get("out_of_memory") is not True and seen != set(by_id):
+        # a judge that stopped short of a check says why, or its answer is refused
+        missing = [d["id"] for d in declared if d["id"] not in seen]
+        raise BadAnswer(f"it holds {len(seen)} of the exercise's {len(by_id)} checks (not {', '.join(missing[:3])}"
+                        + (", ..." if len(missing) > 3 else "") + ")")
+    if ended_early and checks:
+        raise BadAnswer("it gives results and says the judging did not finish")
     usage = raw.get("usage")
     if usage is not None and not (isinstance(usage, dict) and all(
             isinstance(usage.get(k), (int, float)) and not isinstance(usage.get(k), bool)
             and math.isfinite(usage[k]) and usage[k] >= 0 for k in ("peak_mb", "cpu_seconds"))):
         raise BadAnswer("what judging cost is malformed")
-    return {"checks": checks, "overran": raw.get("overran"), "failed": raw.get("failed"),
+    return {"checks": checks, "overran": _text_or_none(raw.get("overran")), "failed": _text_or_none(raw.get("failed")),
             "out_of_memory": raw.get("out_of_memory") is True, "usage": usage}
+
+
+def _text_or_none(value: str | None) -> str | None:
+    return None if value is None else text.cut(value, MAX_MESSAGE)
 
 
 def _check(item, by_id: dict, seen: set) -> CheckResult:

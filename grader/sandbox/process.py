@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protocol import records, wire
+from ..protocol import records, text, wire
 
 MAX_EVIDENCE_BYTES = 24 * 1024 * 1024  # a correct run sends about 1 MB
 MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct run sends a few thousand)
@@ -587,7 +587,7 @@ class RecordParser:
             self._fail("the grading process sent more evidence than the grader accepts")
             return
         try:
-            record = wire.loads(line)
+            record = text.bounded(wire.loads(line))  # every string the submission could shape, cut once, here
         except wire.WireError as exc:
             self._fail(f"the grading process sent data that is not valid evidence ({exc})")
             return
