@@ -283,7 +283,7 @@ class Grading:
             self._verdict = error_verdict(exercise.id, path, f"The submission could not be graded: {problem}.",
                                           max_points(exercise.id), self.context)
             return
-        self._verdict = summarise(exercise.id, path, answer["checks"], self.context)
+        self._verdict = summarise(exercise.id, path, answer["checks"], self.context, max_points(exercise.id))
 
 
 MALFORMED = "the grading process sent malformed evidence"

@@ -67,11 +67,13 @@ class Verdict:
         }
 
 
-def summarise(exercise: str, submission: str, checks: list[CheckResult], context: dict) -> Verdict:
-    """A verdict from check results: passed only when every check passed."""
+def summarise(exercise: str, submission: str, checks: list[CheckResult], context: dict,
+              max_score: float | None = None) -> Verdict:
+    """A verdict from check results: passed only when every check passed. ``max_score`` is the
+    exercise's, from its checks' declarations (by default, the checks given)."""
     score = round(sum(c.points for c in checks), 6)
-    max_score = round(sum(c.max_points for c in checks), 6)
-    status = "passed" if checks and all(c.status == "passed" for c in checks) else "failed"
+    max_score = round(sum(c.max_points for c in checks) if max_score is None else max_score, 6)
+    status = "passed" if checks and all(c.status == "passed" for c in checks) and score == max_score else "failed"
     return Verdict(exercise, submission, status, score, max_score, None, list(checks), context)
 
 

@@ -168,6 +168,53 @@ def test_a_judge_out_of_memory_gives_an_error_verdict_not_a_score(tmp_path):
     assert "could not judge this submission's evidence within its" in verdict.error
 
 
+def test_an_answer_that_lacks_a_declared_check_is_refused_not_scored_on_what_it_holds(tmp_path):
+    """A judge that stopped short without saying why (6 of the exercise's checks, all passed) is no
+    "passed 6/6": the answer is refused, and a full one is scored out of the exercise's declarations."""
+    from grader import exercises
+    from grader.api import max_points
+
+    declared = exercises.get("exercise3").declared_checks()
+    items = [{"id": d["id"], "topic": d["topic"], "status": "passed", "points": d["points"], "message": ""}
+             for d in declared]
+
+    class Answering(InlineJudges):
+        def __init__(self, checks):
+            self.checks = checks
+
+        def start(self, request, checks_timeout):
+            return InlineJudge(json.dumps({"checks": self.checks, "overran": None, "failed": None}).encode())
+
+    short = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN),
+                    judges=Answering(items[:6])).finish()
+    assert short.status == "error" and short.score == 0 and short.max_score == max_points("exercise3")
+    assert "answered nonsense" in short.error and f"it holds 6 of the exercise's {len(declared)} checks" in short.error
+    twice = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN),
+                    judges=Answering(items + items[:1])).finish()
+    assert twice.status == "error" and "repeated" in twice.error
+    whole = Grading("exercise3", _submission(tmp_path), runner=fake_runner(GOOD_RUN),
+                    judges=Answering(items)).finish()
+    assert whole.status == "passed" and whole.score == whole.max_score == max_points("exercise3")
+
+
+def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
+    """The judge's cut and the grader's limit are one constant: a check quoting a config value of
+    60 000 characters keeps its verdict, its message cut to exactly the limit."""
+    from grader import exercises
+    from grader.judge import protocol
+    from grader.verdict import CheckResult
+
+    declared = exercises.get("exercise3").declared_checks()
+    checks = [CheckResult(id=d["id"], title=d["title"], topic=d["topic"], status="passed", points=d["points"],
+                          max_points=d["points"], message="") for d in declared]
+    checks[0] = CheckResult(id=checks[0].id, title=checks[0].title, topic=checks[0].topic, status="failed",
+                            points=0.0, max_points=checks[0].max_points, message="value " + "x" * 60_000)
+    read = protocol.read_answer(protocol.encode(protocol.answer(checks)), declared)
+    message = read["checks"][0].message
+    assert len(message) == protocol.MAX_MESSAGE and message.endswith("message cut]")
+    assert [c.status for c in read["checks"]] == [c.status for c in checks]
+
+
 @pytest.mark.parametrize("answer, why", [
     (b"not json", "not JSON"),
     (b'{"checks": [{"id": "weights.two_norms", "topic": "weights", "status": "passed", "points": 99, '
