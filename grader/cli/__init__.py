@@ -52,15 +52,18 @@ def _mistyped_command(value: str) -> bool:
 
 
 def _terminated(signum, _frame) -> None:
-    """SIGTERM (a job scheduler's stop, kill): leave as from Ctrl-C, so every grading process is
-    ended and every scratch folder removed on the way out."""
+    """SIGTERM (a job scheduler's stop, kill) or SIGHUP (the terminal closed): leave as from Ctrl-C,
+    so every grading process is ended and every scratch folder and control group removed on the way
+    out."""
     raise SystemExit(128 + signum)
 
 
 def entry_point() -> None:
     import signal
 
-    signal.signal(signal.SIGTERM, _terminated)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(stop) is not signal.SIG_IGN:  # nohup's choice stays
+            signal.signal(stop, _terminated)
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -13,14 +13,19 @@ and threads, and the CPU weight of one ordinary process, so a grading that
 starts many processes shares one process's CPU with its classmates. The keeper
 joins the groups before it starts anything (``grader.sandbox.reaper``); the
 grader reads whether the kernel ended a process for memory, and removes the
-group when the grading is over. Nothing here touches a group the grader did
-not create; what the kernel does not allow is said, with the reason, and the
-grading goes on under the other limits.
+group when the grading is over, and its own folder when it exits (a signal
+that ends it as SIGTERM does, included). A grader that was killed outright
+removes nothing: the next grader, when it starts, removes the folders of
+graders whose process is gone (named ``grade-<pid>-<token>`` beside its own,
+and empty of processes). Nothing here touches any other group; what the
+kernel does not allow is said, with the reason, and the grading goes on under
+the other limits.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 import time
@@ -155,6 +160,55 @@ def hierarchy() -> tuple[Hierarchy | None, str | None]:
         return _hierarchy, _reason
 
 
+GRADER_FOLDER = re.compile(r"grade-(\d+)-[0-9a-f]{8}")
+
+
+def remove_stale(folder: str) -> list[str]:
+    """Remove, in ``folder``, the groups of graders that no longer run (``grade-<pid>-<token>`` whose
+    process has ended, or whose pid now belongs to a process started after the group was made), with
+    their gradings' groups; a group that still holds a process stays. The folders removed."""
+    removed = []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in entries:
+        match = GRADER_FOLDER.fullmatch(name)
+        path = os.path.join(folder, name)
+        if match is None or not os.path.isdir(path) or not _gone(int(match.group(1)), path):
+            continue
+        try:
+            inner = [os.path.join(path, entry) for entry in os.listdir(path)
+                     if os.path.isdir(os.path.join(path, entry))]
+        except OSError:
+            continue
+        for group in inner:
+            _remove(group, 0.0)
+        _remove(path, 0.0)
+        if not os.path.exists(path):
+            removed.append(path)
+    return removed
+
+
+def _gone(pid: int, path: str) -> bool:
+    """Whether the grader that made the group at ``path`` has ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # a process of another user holds the pid: the group is its, or that grader's
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as machine:
+            booted = next(int(line.split()[1]) for line in machine if line.startswith("btime "))
+        started = booted + ticks / os.sysconf("SC_CLK_TCK")
+        return started > os.stat(path).st_mtime + 1  # the pid was reused after the group was made
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+
+
 def _find() -> Hierarchy:
     own = _own_groups()
     mounts = _mounts()
@@ -169,6 +223,7 @@ def _find() -> Hierarchy:
             except OSError:
                 enabled = set()
             if set(CONTROLLERS) <= enabled:
+                remove_stale(folder)
                 base = os.path.join(folder, token)
                 os.mkdir(base)
                 try:
@@ -191,6 +246,7 @@ def _find() -> Hierarchy:
     made = []
     try:
         for controller, folder in folders.items():
+            remove_stale(folder)
             base = os.path.join(folder, token)
             os.mkdir(base)
             made.append(base)
