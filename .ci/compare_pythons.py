@@ -1,10 +1,12 @@
 """Grade every catalogued submission with two installations and require the same verdicts.
 
-    .venv/bin/python .ci/compare_pythons.py OTHER_GRADE
+    .venv/bin/python .ci/compare_pythons.py OTHER_GRADE [--against VERDICTS]
 
 Writes each exercise's solution, stub, mistakes and variants (tests/catalog) to a folder outside
-the clone, grades them with `grade batch --seed 0` of this environment and of OTHER_GRADE (another
-Python's installation), and compares status, score and every check's status. Ends with the line
+the clone, grades them with `grade batch --seed N` of OTHER_GRADE (another Python's installation)
+and compares status, score and every check's status with this environment's verdicts: those the
+test suite's catalogue wrote (``--against``: the file ``GRADE_CATALOG_VERDICTS`` named when the suite
+ran, with its seed), or else a `grade batch --seed 0` of this environment. Ends with the line
 "N passed, N failed" (one per submission) and exits 1 on any difference, or if a solution fails.
 """
 
@@ -33,10 +35,10 @@ def submissions(exercise) -> dict[str, str]:
     return sources
 
 
-def batch(grade: str, folder: Path, exercise_id: str, out: Path, cwd: Path) -> dict[str, dict]:
+def batch(grade: str, folder: Path, exercise_id: str, out: Path, cwd: Path, seed: int) -> dict[str, dict]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(cwd / "state"))
     result = subprocess.run([grade, "batch", str(folder), "--exercise", exercise_id, "--out", str(out),
-                             "--seed", "0"], capture_output=True, text=True, cwd=cwd, env=env, timeout=3600)
+                             "--seed", str(seed)], capture_output=True, text=True, cwd=cwd, env=env, timeout=3600)
     if result.returncode != 0:
         raise SystemExit(f"{grade} batch failed ({result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
@@ -48,11 +50,19 @@ def summary(verdict: dict) -> tuple:
 
 
 def main() -> int:
-    other = sys.argv[1]
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("other", help="the other installation's grade command")
+    parser.add_argument("--against", type=Path, help="this environment's verdicts, as the test suite wrote them")
+    args = parser.parse_args()
     here = str(Path(sys.executable).parent / "grade")
     versions = [subprocess.run([str(Path(grade).with_name("python")), "--version"], capture_output=True,
-                               text=True).stdout.strip() for grade in (here, other)]
-    print(f"comparing {here} ({versions[0]}) with {other} ({versions[1]})")
+                               text=True).stdout.strip() for grade in (here, args.other)]
+    kept = json.loads(args.against.read_text(encoding="utf-8")) if args.against else None
+    seed = kept["seed"] if kept else 0
+    print(f"comparing {here} ({versions[0]}{', from the test suite' if kept else ''}) with {args.other} "
+          f"({versions[1]}), seed {seed}")
     passed = failed = 0
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
@@ -61,20 +71,32 @@ def main() -> int:
             folder.mkdir()
             for name, source in submissions(exercise).items():
                 (folder / f"{name}.py").write_text(source, encoding="utf-8")
-            mine = batch(here, folder, exercise.id, scratch / f"{exercise.id}-a", scratch)
-            theirs = batch(other, folder, exercise.id, scratch / f"{exercise.id}-b", scratch)
-            for name in sorted(mine):
-                same = name in theirs and summary(mine[name]) == summary(theirs[name])
-                solved = name != "solution" or mine[name]["status"] == "passed"
+            if kept:
+                mine = {name: verdict for (graded, name), verdict in
+                        ((tuple(key.split("/", 1)), v) for key, v in kept["verdicts"].items()) if graded == exercise.id}
+            else:
+                mine = {name: summary(v) for name, v in
+                        batch(here, folder, exercise.id, scratch / f"{exercise.id}-a", scratch, seed).items()}
+            theirs = batch(args.other, folder, exercise.id, scratch / f"{exercise.id}-b", scratch, seed)
+            for name in sorted(set(mine) | set(submissions(exercise))):
+                ours = tuple(mine[name]) if name in mine else None
+                other = summary(theirs[name]) if name in theirs else None
+                same = ours is not None and other is not None and _comparable(ours) == _comparable(other)
+                solved = name != "solution" or (ours is not None and ours[0] == "passed")
                 if same and solved:
                     passed += 1
                     continue
                 failed += 1
-                print(f"DIFFERENT {exercise.id}/{name}:\n  {summary(mine[name])}\n  "
-                      f"{summary(theirs[name]) if name in theirs else 'not graded'}")
+                print(f"DIFFERENT {exercise.id}/{name}:\n  {ours if ours is not None else 'not graded'}\n  "
+                      f"{other if other is not None else 'not graded'}")
             print(f"{exercise.id}: {len(mine)} submissions compared")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not passed else 0
+
+
+def _comparable(outcome) -> tuple:
+    status, score, checks = outcome
+    return status, float(score), tuple(tuple(check) for check in checks)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ afresh against replayed.
 The README's test command (``python -m pytest``, the default tier) should pass in at most 8
 minutes on a 2-core machine with a cold cache (target: TARGET_SECONDS); the slow tier
 (``python -m pytest -m slow``) is the exhaustive rest, which ``.ci/run`` runs as a step of its
-own. Each tier runs in a fresh pytest cache folder (``--cold``, the default: nothing recorded
-before, as in CI's fresh clone) or in the clone's own (``--warm``: the catalogue's evidence kept
-from earlier runs). ``--catalog`` measures ``tests/test_catalog.py`` with every recording thrown
+own. By default both run from a cold cache (nothing recorded before, as on CI's fresh machine: the
+default tier records the catalogue's evidence, the slow tier replays it); ``--warm`` uses the
+evidence kept from earlier runs. ``--catalog`` measures ``tests/test_catalog.py`` with every recording thrown
 away (what a first run, or a change to the grading process's code, costs), then again replaying
 them (what a change to a check costs). Each run's load average is printed beside its time: on a
 shared machine the times mean little without it.
@@ -35,11 +35,14 @@ TIERS = {"default": [], "slow": ["-m", "slow"]}
 
 
 def timed(arguments: list[str], cache: Path | None) -> tuple[float, int, str, dict[str, float]]:
-    """(seconds, pytest's exit status, its last line, {file: seconds}) of one pytest run in the clone."""
+    """(seconds, pytest's exit status, its last line, {file: seconds}) of one pytest run in the clone;
+    with ``cache``, pytest's cache and the catalogue's evidence are kept there, not in their usual places."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if cache is not None:
+        env["GRADE_EVIDENCE_CACHE"] = str(cache / "evidence")
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "junit.xml"
-        options = ["-o", f"cache_dir={cache}"] if cache is not None else []
+        options = ["-o", f"cache_dir={cache / 'pytest'}"] if cache is not None else []
         started = time.perf_counter()
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *options,
                                  *arguments], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -91,7 +94,7 @@ def main() -> int:
     statuses = []
     with tempfile.TemporaryDirectory() as scratch:
         for tier in (TIERS if args.tier == "both" else [args.tier]):
-            cache = None if args.warm else Path(scratch) / f"cache-{tier}"
+            cache = None if args.warm else Path(scratch)  # cold: fresh for the first tier, shared after, as in CI
             seconds, status = report(f"{tier} tier{'' if args.warm else ', cold cache'}",
                                      [*TIERS[tier], *args.pytest_args], cache)
             statuses.append(status)

@@ -3,6 +3,7 @@ catalogue graded once per run from evidence recorded once per change."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -257,6 +258,11 @@ def catalog_verdicts(request, tmp_path_factory):
                              judges=_RecordingJudges(CATALOG_REQUESTS, (item[0], item[1]))), items, WARM_JOBS)}
     evidence.prune()
     config.catalog_evidence = evidence
+    kept = os.environ.get("GRADE_CATALOG_VERDICTS")
+    if kept:  # for .ci/compare_pythons.py: this Python's verdicts, to compare another's with
+        Path(kept).write_text(json.dumps({"seed": config.catalog_seed, "verdicts": {
+            f"{exercise_id}/{name}": [v.status, v.score, [[c.id, c.status] for c in v.checks]]
+            for (exercise_id, name), v in verdicts.items()}}), encoding="utf-8")
     return verdicts
 
 
