@@ -257,15 +257,15 @@ def _add(found: Discovery, submission: Submission, inside: Path) -> None:
 MAX_ID = 100
 
 
-
-
 def _identify(path: Path, base: Path) -> str:
-    """A file's id outside nbgrader's layout: its path below the folder given, without suffix."""
+    """A file's id outside nbgrader's layout: its path below the folder given, without suffix. It
+    depends on nothing above that folder, so the same class copied anywhere, on any machine, gets
+    the same ids (and so the same shares)."""
     path, base = path.absolute(), base.absolute()
     relative = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
     identity = re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
     if len(identity) > MAX_ID:  # an id names a folder of the results: keep it well inside a file name's limit
-        digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:10]
+        digest = hashlib.sha256(os.fsencode(relative.as_posix())).hexdigest()[:10]
         identity = f"{identity[:MAX_ID - 11]}-{digest}"
     return identity
 

@@ -97,7 +97,7 @@ def read_manifest(folder: Path) -> dict:
         raise ShardError(f"{folder} is not a folder of results")
     if not path.is_file():
         raise ShardError(f"{folder} has no {MANIFEST}: it is not the results of a grade batch run that "
-                         "finished (grade it again, or with --force)")
+                         "finished (finish it with grade batch --resume, or grade it again with --force)")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         shard = Shard(int(record["shard"]["k"]), int(record["shard"]["n"]))
@@ -156,8 +156,12 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
             raise ShardError(f"these shards are not one run: {what}: {shown}. Grade every shard with the same "
                              "grader and options")
     if len({json.dumps(r["class"]) for r in records}) > 1:
-        raise ShardError("these shards were cut from different classes (their run.json lists other ids): grade "
-                         "every shard from the same submissions")
+        classes = [set(r["class"]) for r in records]
+        every = set().union(*classes)
+        lacking = [f"{folder} lacks {_some(sorted(every - ids))}" for folder, ids in zip(folders, classes)
+                   if every - ids]
+        raise ShardError(f"these shards were cut from different classes: {'; '.join(lacking)} (their run.json "
+                         "lists the class each was cut from). Grade every shard from the same submissions")
     sizes = {r["_shard"].n for r in records}
     if len(sizes) > 1:
         shown = ", ".join(f"{f}: {r['_shard']}" for f, r in zip(folders, records))
@@ -179,12 +183,18 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
         strays = sorted(set(found) - expected)
         if strays or len(found) != len(set(found)):
             raise ShardError(f"{folder} holds verdicts that are not its shard's "
-                             f"({', '.join(strays[:5]) or 'an id twice'})")
+                             f"({_some(strays) or 'an id twice'})")
         lost = sorted(expected - set(found))
         if lost:
-            raise ShardError(f"{folder} lacks {len(lost)} verdict(s) of its shard ({', '.join(lost[:5])}"
-                             f"{', …' if len(lost) > 5 else ''}): that run did not finish; grade the shard again")
+            raise ShardError(f"{folder} lacks {len(lost)} verdict(s) of its shard ({_some(lost)}): that run did "
+                             "not finish; grade the shard again with --resume")
     return records
+
+
+def _some(ids: list[str], shown: int = 5) -> str:
+    """The first ids of a list, as text (a file name's bytes that are not UTF-8 escaped), and how many more."""
+    more = len(ids) - shown
+    return ", ".join(printable(i) for i in ids[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def merge(folders: list[Path], out: Path) -> dict:
