@@ -307,6 +307,8 @@ def test_whole_results_survive_a_kill_and_what_it_cut_short_is_graded_again(tmp_
     outputs._csv_file.close()
     with open(out / "summary.csv", "a", encoding="utf-8") as handle:
         handle.write("carol,failed,0.0,1.0,1.00,carol.py,2\r\n")  # its row, then the kill before its line
+    with open(out / "summary.csv", "ab") as handle:
+        handle.write("dave,failed,0.0,1.0,1.00,Zoë".encode()[:-1])  # a row cut short inside a character
     with open(out / "verdicts.jsonl", "a", encoding="utf-8") as handle:
         handle.write('{"id": "dave", "status": "pas')  # a line cut short
     assert [identity for identity, _, _ in finished_rows(out)] == ["bob", "alice"]

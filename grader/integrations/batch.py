@@ -409,7 +409,8 @@ def finished_rows(folder: Path) -> list[tuple[str, list, str]]:
     their submissions are graded again."""
     folder = Path(folder)
     try:
-        with open(folder / "summary.csv", encoding="utf-8", newline="") as handle:
+        # a row cut short may end inside a character; whole rows are whole UTF-8
+        with open(folder / "summary.csv", encoding="utf-8", errors="replace", newline="") as handle:
             table = list(csv.reader(handle))
         text = (folder / "verdicts.jsonl").read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
