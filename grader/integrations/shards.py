@@ -9,6 +9,7 @@ class the shard was cut from. ``grade merge`` reads the manifests and refuses sh
 make one run of one class (overlapping or missing shares, mixed seeds, versions, settings or
 classes, a shard that did not finish), then writes one results folder equal to grading the class
 in one run: the same ``verdicts.jsonl``, ``summary.csv``, Gradescope files and class report.
+``resume_differences`` names what keeps a run from finishing another's results (``--resume``).
 """
 
 from __future__ import annotations
