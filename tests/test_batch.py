@@ -273,3 +273,89 @@ def test_a_worker_that_dies_or_stalls_is_replaced_and_the_batch_goes_on(tmp_path
     assert seen[1] != seen[0] and seen[3] != seen[2] and replaced >= 2
     for pid in set(seen):
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes under ``pid``, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_batch_killed_part_way_resumes_to_what_an_uninterrupted_run_gives(tmp_path, capsys):
+    """SIGKILL of `grade batch` once a few verdicts are written, then `grade batch --resume`: the same
+    verdicts, rows, Gradescope files, report and manifest as one run that was never interrupted,
+    every submission once."""
+    import time
+
+    from grader import cli
+    from grader.integrations.batch import finished_rows
+
+    from .catalog.exercise3 import MISTAKES
+    from .conftest import SharedWorkers
+    from .test_shards import gradescope_files, summary_rows, timeless_report, verdict_lines
+    from .text import says
+
+    mistakes = {m.name: m.source for m in MISTAKES}
+    sources = {"a_correct": SOLUTION, "b_stub": STUB, "c_shared_norm": mistakes["shared_norm"],
+               "d_ignored_mask": mistakes["ignored_mask"], "e_pre_norm": mistakes["pre_norm"],
+               "f_broken": "class TransformerEncoder(:\n", "g_no_relu": mistakes["no_relu"],
+               "h_wrong_mask_axis": mistakes["wrong_mask_axis"]}
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name, source in sources.items():
+        (folder / f"{name}.py").write_text(source, encoding="utf-8")
+    options = [str(folder), "--exercise", "exercise3", "--seed", "11", "--jobs", "2", "--timeout", "120"]
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", TMPDIR=str(scratch))
+    batch = subprocess.Popen([sys.executable, "-m", "grader", "batch", *options, "--out", str(killed)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 900  # a TensorFlow import and three gradings on a busy machine
+    while len(finished_rows(killed)) < 3 and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    under = _descendants(batch.pid)
+    batch.kill()
+    assert batch.wait() == -signal.SIGKILL, batch.stderr.read()
+    kept = finished_rows(killed)
+    assert 3 <= len(kept) < len(sources)
+    assert (killed / "run.started.json").is_file() and not (killed / "run.json").exists()
+    deadline = time.monotonic() + 120
+    while any(_alive(pid) for pid in under) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in under if _alive(pid)]  # nothing of the killed batch grades on
+
+    with pytest.MonkeyPatch.context() as patch:  # both runs fork from this run's worker
+        patch.setattr("grader.integrations.batch.Workers", SharedWorkers)
+        assert cli.main(["batch", *options, "--out", str(killed), "--resume"]) == 0
+        assert cli.main(["batch", *options, "--out", str(whole)]) == 0
+    said = capsys.readouterr().out
+    assert says(said, f"{len(kept)} submission(s) graded there already, {len(sources) - len(kept)} to go")
+    earlier = {identity: json.loads(line)["graded_at"] for identity, _, line in kept}
+    resumed = [json.loads(line) for line in (killed / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in resumed] == sorted(sources)  # each once
+    assert {line["id"]: line["graded_at"] for line in resumed if line["id"] in earlier} == earlier  # kept as they were
+    assert verdict_lines(killed) == verdict_lines(whole)
+    assert summary_rows(killed) == summary_rows(whole)
+    assert gradescope_files(killed) == gradescope_files(whole)
+    assert timeless_report(killed) == timeless_report(whole)
+    assert json.loads((killed / "run.json").read_text()) == json.loads((whole / "run.json").read_text())
+    assert not (killed / "run.started.json").exists()

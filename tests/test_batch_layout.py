@@ -12,10 +12,12 @@ import pytest
 
 import grader
 from grader import cli
+from grader.api import Settings
 from grader.integrations.batch import (
-    LayoutError, Outputs, Result, ResultsFolderError, Submission, discover, prepare_results_folder, refused_result,
-    survey,
+    LayoutError, Outputs, Result, ResultsFolderError, StartedRun, Submission, class_ids, discover, finished_rows,
+    prepare_results_folder, refused_result, survey,
 )
+from grader.integrations.shards import WHOLE, manifest
 from grader.verdict import CheckResult, Verdict
 
 from .text import says
@@ -291,3 +293,103 @@ def test_summary_cells_a_spreadsheet_would_run_as_formulas_stay_text(tmp_path):
     assert all(not row["id"].startswith(("=", "+", "-", "@")) for row in rows)
     lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert {line["id"] for line in lines} == set(names) | {"=late"}  # the JSON keeps the id as it is
+
+
+# --------------------------------------------------------------------------- a run killed part way, resumed
+
+
+def test_whole_results_survive_a_kill_and_what_it_cut_short_is_graded_again(tmp_path):
+    out = tmp_path / "out"
+    outputs = Outputs(out)
+    for name in ("bob", "alice"):
+        outputs.write(Result(Submission(name, tmp_path / f"{name}.py", name), verdict(f"{name}.py", 1.0), 1.0))
+    outputs._jsonl.close()  # killed: the files as written, never sorted
+    outputs._csv_file.close()
+    with open(out / "summary.csv", "a", encoding="utf-8") as handle:
+        handle.write("carol,failed,0.0,1.0,1.00,carol.py,2\r\n")  # its row, then the kill before its line
+    with open(out / "summary.csv", "ab") as handle:
+        handle.write("dave,failed,0.0,1.0,1.00,Zoë".encode()[:-1])  # a row cut short inside a character
+    with open(out / "verdicts.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"id": "dave", "status": "pas')  # a line cut short
+    assert [identity for identity, _, _ in finished_rows(out)] == ["bob", "alice"]
+    with Outputs(out, append=True) as outputs:
+        assert (out / "verdicts.jsonl").read_text(encoding="utf-8").count("\n") == 2  # whole lines only
+        for name in ("dave", "carol"):
+            outputs.write(Result(Submission(name, tmp_path / f"{name}.py", name), verdict(f"{name}.py", 0.0), 1.0))
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == ["alice", "bob", "carol", "dave"]
+    summary = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    assert [(r["id"], r["status"]) for r in summary] == [("alice", "passed"), ("bob", "passed"), ("carol", "failed"),
+                                                         ("dave", "failed")]
+
+
+def partial_run(out: Path, course: Path, graded, seed: int | None = 7):
+    """A results folder of a run of the course killed after grading ``graded`` (made up verdicts)."""
+    found = survey([course], "exercise3")
+    planned = manifest("exercise3", WHOLE, class_ids(found), Settings(seed=seed), None)
+    started = StartedRun.begin(out, planned)
+    outputs = Outputs(out, started=started)
+    for submission in found.submissions:
+        if submission.id in graded:
+            outputs.write(Result(submission, verdict(str(submission.path), 1.0, seed), 1.0))
+    outputs._jsonl.close()
+    outputs._csv_file.close()
+    return found
+
+
+@pytest.fixture
+def no_grading(monkeypatch):
+    monkeypatch.setattr("grader.integrations.batch.Workers", lambda *_, **__: pytest.fail("a grading worker started"))
+
+
+def test_resume_refuses_a_run_made_otherwise_and_names_every_difference(course, tmp_path, capsys, no_grading):
+    out = tmp_path / "out"
+    partial_run(out, course, graded={"alice", "bob"})
+    before = {name: (out / name).read_bytes() for name in ("verdicts.jsonl", "summary.csv", "run.started.json")}
+
+    def resumed(*more: str) -> str:
+        assert refused(str(course), "--exercise", "exercise3", "--out", str(out), "--resume", *more) == 2
+        return capsys.readouterr().err
+
+    said = resumed("--seed", "8")
+    assert "holds part of another run" in said and "the seed (--seed) was 7, now 8" in said
+    said = resumed("--timeout", "60", "--shard", "2/3")
+    assert "the seed (--seed) was 7, now none (a fresh seed per submission)" in said
+    assert "the shard (--shard) was 1/1, now 2/3" in said and "--timeout was 120.0, now 60.0" in said
+    put(course / "submitted" / "zed" / "exercise3" / "exercise3.ipynb")
+    assert "the class differs (zed is new)" in resumed("--seed", "7")
+    assert {name: (out / name).read_bytes() for name in before} == before  # nothing written
+    assert refused(str(course), "--exercise", "exercise3", "--out", str(out), "--resume", "--force") == 2
+    assert "give one of them" in capsys.readouterr().err
+    (out / "run.started.json").unlink()
+    assert "recorded no manifest to resume from" in resumed("--seed", "7")
+
+
+def test_resume_grades_only_what_has_no_verdict_and_finishes_the_run(course, tmp_path, capsys, no_grading):
+    """Every gradable submission has its verdict: the resumed run starts no grading, adds the rows the
+    kill kept it from writing (the refused ones), and writes the manifest and report of a finished run."""
+    out = tmp_path / "out"
+    found = partial_run(out, course, graded={s.id for s in survey([course], "exercise3").submissions})
+    assert cli.main(["batch", str(course), "--exercise", "exercise3", "--out", str(out), "--resume", "--seed", "7"]) == 0
+    assert "Resuming the run" in capsys.readouterr().out
+    every = sorted(s.id for s in found.submissions + found.refused)
+    summary = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
+    assert [r["id"] for r in summary] == every
+    lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == every
+    record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert record["class"] == every and record["seed"] == 7 and record["shard"] == {"k": 1, "n": 1}
+    assert not (out / "run.started.json").exists() and (out / "report.html").is_file()
+    # resumed again, the finished run has nothing left to grade and stays as it is
+    assert cli.main(["batch", str(course), "--exercise", "exercise3", "--out", str(out), "--resume", "--seed", "7"]) == 0
+    assert json.loads((out / "run.json").read_text(encoding="utf-8")) == record
+    assert [r["id"] for r in csv.DictReader((out / "summary.csv").open(encoding="utf-8"))] == every
+
+
+def test_resume_on_a_new_folder_starts_the_run(course, tmp_path, capsys, no_grading):
+    gina = tmp_path / "only" / "submitted" / "gina" / "exercise3"
+    gina.mkdir(parents=True)  # handed in nothing gradable: an error row, no grading
+    out = tmp_path / "new"
+    assert cli.main(["batch", str(tmp_path / "only"), "--exercise", "exercise3", "--out", str(out), "--resume"]) == 0
+    assert [r["id"] for r in csv.DictReader((out / "summary.csv").open(encoding="utf-8"))] == ["gina"]
+    assert (out / "run.json").is_file() and not (out / "run.started.json").exists()

@@ -75,6 +75,8 @@ def test_the_wheel_carries_exercises_instructions_hints_and_solutions(wheel):
                      f"grader/exercises/{exercise.id}/checks.py", f"grader/exercises/{exercise.id}/probe.py"):
             assert path in names, path
     assert "grader/judge/pytest.ini" in names
+    for script in ("submit-class.sh", "grade-array.sbatch", "merge.sbatch"):  # the Slurm scripts
+        assert f"grader/integrations/slurm/{script}" in names, script
     assert not any(name.startswith(("tests/", "solutions/", "exercises/")) for name in names)
     assert not any("nbgrader/" in name for name in names)  # the committed course is for drift checks only
 

@@ -199,7 +199,8 @@ def test_merging_refuses_missing_overlapping_and_mixed_shards(graded, tmp_path, 
     assert "mixed seeds" in refused(one, altered("fresh", seed=None))
     assert "mixed grader versions" in refused(one, altered("newer", grader_version="9.9"))
     assert "mixed Keras backends (--backend)" in refused(one, altered("on_jax", backend="jax"))
-    assert "different classes" in refused(one, altered("other", **{"class": sorted(CLASS) + ["zoe"]}))
+    other = refused(one, altered("other", **{"class": sorted(CLASS) + ["zoe"]}))
+    assert "different classes" in other and f"{one} lacks zoe" in other
     unfinished = tmp_path / "unfinished"
     shutil.copytree(two, unfinished)
     (unfinished / "run.json").unlink()
@@ -252,3 +253,55 @@ def test_force_replaces_an_earlier_run_s_manifest_and_report_and_keeps_other_fil
         prepare_results_folder(tmp_path)
     prepare_results_folder(tmp_path, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# A download from a learning platform: a folder per section, a long folder per student, a file name
+# the student chose. Its id is longer than an id may be, so it ends in a hash.
+LONG_STUDENT = ("Section 02 (Tuesday)/Doe, Jane Alexandra (jdoe@students.example.edu) - 1234567 - "
+                "late submission attempt 2 of 3/exercise3 final version (1).py")
+
+
+def lms_class(root: Path) -> Path:
+    for name, source in ((LONG_STUDENT, STUB), ("Section 01/ann.py", SOLUTION), ("Section 01/bob.py", STUB),
+                         ("Section 02 (Tuesday)/cy.py", "class TransformerEncoder(:\n")):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(source, encoding="utf-8")
+    return root
+
+
+def test_a_class_copied_to_two_machines_gets_the_same_ids_and_shares(tmp_path):
+    """The ids, a long one's hash included, come from the paths below the folder given, never from
+    where that folder is: two machines that copied the class to different places cut it alike."""
+    from grader.integrations.batch import MAX_ID, class_ids, cut, survey
+
+    here = lms_class(tmp_path / "here" / "class")
+    there = tmp_path / "elsewhere" / "mounted" / "copy"
+    shutil.copytree(here, there)
+    ids = class_ids(survey([here], "exercise3"))
+    assert ids == class_ids(survey([there], "exercise3"))
+    (long_id,) = [i for i in ids if i.startswith("Section_02_Tuesday_Doe")]
+    assert len(long_id) == MAX_ID and len(LONG_STUDENT) > MAX_ID
+    for n in (2, 3):
+        for k in range(1, n + 1):
+            shard = Shard(k, n)
+            assert class_ids(cut(survey([here], "exercise3"), shard)) == \
+                class_ids(cut(survey([there], "exercise3"), shard))
+
+
+@pytest.mark.slow
+def test_shards_cut_in_two_folders_grade_a_long_named_student_once_and_merge(tmp_path):
+    here = lms_class(tmp_path / "machine-1" / "class")
+    there = tmp_path / "machine-2" / "home" / "grader" / "class"
+    shutil.copytree(here, there)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("grader.integrations.batch.Workers", SharedWorkers)
+        assert batch(here, tmp_path / "res-1", "--shard", "1/2") == 0
+        assert batch(there, tmp_path / "res-2", "--shard", "2/2") == 0
+    assert cli.main(["merge", str(tmp_path / "res-1"), str(tmp_path / "res-2"), "--out", str(tmp_path / "merged")]) == 0
+    graded = [line["id"] for k in (1, 2) for line in verdict_lines(tmp_path / f"res-{k}")]
+    long_ids = [i for i in graded if i.startswith("Section_02_Tuesday_Doe")]
+    assert len(long_ids) == 1 and len(graded) == len(set(graded)) == 4
+    merged = {line["id"]: line for line in verdict_lines(tmp_path / "merged")}
+    assert sorted(merged) == sorted(graded)
+    assert merged[long_ids[0]]["status"] == "failed" and merged[long_ids[0]]["submission"].endswith("(1).py")
+    assert merged["Section_01_ann"]["status"] == "passed"

@@ -24,7 +24,8 @@ def batch_command(argv: list[str]) -> int:
                     "file is graded. TensorFlow is imported once; each submission runs in its own forked child "
                     "with the same limits and checks as `grade`. Writes verdicts.jsonl, summary.csv, "
                     "gradescope/<id>/results.json, run.json (the run's manifest) and report.html (the class "
-                    "at a glance) into --out.",
+                    "at a glance) into --out, each result on the disk as soon as it is known: --resume finishes a "
+                    "run that was killed or stopped part way.",
         epilog="exit codes: 0 every submission found was graded (and, with --gradebook, stored), whatever its "
                "score; 2 nothing to grade, a bad option, or some result not stored in the gradebook.",
     )
@@ -33,9 +34,13 @@ def batch_command(argv: list[str]) -> int:
                              "course)")
     parser.add_argument("--exercise", required=True, help=f"one of {', '.join(exercises.EXERCISES)}")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
-                        help="folder for the results: new or empty, unless --force")
+                        help="folder for the results: new or empty, unless --force or --resume")
     parser.add_argument("--force", action="store_true",
                         help="replace the results of an earlier run in --out (other files there are kept)")
+    parser.add_argument("--resume", action="store_true",
+                        help="finish the run whose results --out holds (one killed or stopped part way): grade only "
+                             "the submissions without a verdict there, once its record shows the same exercise, "
+                             "shard, seed, grader version, limits and backend; a new or empty --out starts a run")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="submissions graded at once (default: twice the cores available)")
     parser.add_argument("--gradebook", type=Path, metavar="COURSE",
@@ -53,6 +58,11 @@ def batch_command(argv: list[str]) -> int:
     settings = resolve_settings(args, parser)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.resume and args.force:
+        parser.error("--resume finishes the run in --out and --force replaces it: give one of them")
+    if args.resume and args.gradebook is not None:
+        parser.error("--resume cannot store in the gradebook: finish the run with --resume (without --gradebook), "
+                     "or grade and store the class in one grade batch --gradebook run")
     from ..integrations.shards import WHOLE, ShardError, parse_shard
 
     try:
@@ -74,12 +84,18 @@ def batch_command(argv: list[str]) -> int:
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
 
-    from ..integrations.batch import (LayoutError, ResultsFolderError, class_ids, cut, finish_run,
-                                     prepare_results_folder, survey)
+    from ..integrations.batch import (LayoutError, ResultsFolderError, StartedRun, class_ids, cut, earlier_part,
+                                     finish_run, prepare_results_folder, survey)
+    from ..integrations.shards import manifest
 
+    done, earlier = set(), None
     try:
         whole = survey(paths, exercise.id)
-        prepare_results_folder(args.out, args.force)
+        planned = manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility)
+        if args.resume:
+            done, earlier = earlier_part(args.out, planned)
+        else:
+            prepare_results_folder(args.out, args.force)
     except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
         parser.error(str(exc))
     found = cut(whole, shard)
@@ -99,20 +115,29 @@ def batch_command(argv: list[str]) -> int:
     if shard != WHOLE:
         say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
                      f"{len(class_ids(whole))} submissions.")
+    if args.resume and done:
+        found = dataclasses.replace(found, submissions=[s for s in found.submissions if s.id not in done],
+                                    refused=[s for s in found.refused if s.id not in done])
+        say(console, f"Resuming the run in {args.out}: {len(done)} submission(s) graded there already, "
+                     f"{len(found.submissions) + len(found.refused)} to go.")
     from ..integrations.platforms import gradescope_visibility
 
+    started = StartedRun.begin(args.out, planned, earlier)
     with gradescope_visibility(args.gradescope_visibility):
         settings = dataclasses.replace(settings, private=tuple(found.private()))
-        results = grade_found(exercise.id, found, args.out, settings, args.jobs, console)
+        results = grade_found(exercise.id, found, args.out, settings, args.jobs, console, resume=args.resume,
+                              started=started)
 
     from ..integrations.course import manual_note
     from ..report import batch_summary
-    from ..integrations.shards import manifest
 
     sandboxes = [r.verdict.context.get("sandbox") for r in results]
     finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
-                                  sandboxes))
+                                  sandboxes), started)
     console.print(batch_summary(results, args.out.resolve()))
+    if done:
+        say(console, f"Besides these, {len(done)} submission(s) graded by the earlier part of the run: every result "
+                     f"is in {(args.out / 'summary.csv').resolve()}.")
     say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
     note = manual_note(exercise.id)
     if note:
@@ -182,8 +207,10 @@ def class_report_command(argv: list[str]) -> int:
     return 0
 
 
-def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> list:
-    """Grade what ``survey`` found, with a progress bar; refused submissions become error rows."""
+def grade_found(exercise_id: str, found, out: Path, settings, jobs, console, resume: bool = False,
+                started=None) -> list:
+    """Grade what ``survey`` found, with a progress bar; refused submissions become error rows.
+    ``resume`` adds them to the whole results already in ``out``; ``started``, the run's record."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..integrations.batch import Outputs, refused_result, run_batch, write_result
@@ -206,9 +233,10 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console) -> 
 
         try:
             if found.submissions:
-                graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance)
+                graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance,
+                                   resume=resume, started=started)
         finally:  # the refused rows join the results folder, even after an interrupted run
-            with Outputs(out, append=bool(found.submissions)) as outputs:
+            with Outputs(out, append=resume or bool(found.submissions), started=started) as outputs:
                 for result in refused:
                     write_result(outputs, result)
     return refused + graded

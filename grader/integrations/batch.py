@@ -43,7 +43,7 @@ from ..sandbox import forkserver
 from ..api import Grading, Settings, max_points
 from ..sandbox.process import GradingProcess
 from ..verdict import error_verdict
-from .results import cell, printable
+from .results import MANIFEST, STARTED, cell, printable, replace_file
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
@@ -257,15 +257,15 @@ def _add(found: Discovery, submission: Submission, inside: Path) -> None:
 MAX_ID = 100
 
 
-
-
 def _identify(path: Path, base: Path) -> str:
-    """A file's id outside nbgrader's layout: its path below the folder given, without suffix."""
+    """A file's id outside nbgrader's layout: its path below the folder given, without suffix. It
+    depends on nothing above that folder, so the same class copied anywhere, on any machine, gets
+    the same ids (and so the same shares)."""
     path, base = path.absolute(), base.absolute()
     relative = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
     identity = re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
     if len(identity) > MAX_ID:  # an id names a folder of the results: keep it well inside a file name's limit
-        digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:10]
+        digest = hashlib.sha256(os.fsencode(relative.as_posix())).hexdigest()[:10]
         identity = f"{identity[:MAX_ID - 11]}-{digest}"
     return identity
 
@@ -347,7 +347,7 @@ class Result:
     seconds: float
 
 
-RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", "run.json", "report.html")
+RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", STARTED, MANIFEST, "report.html")
 SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
 
 
@@ -377,49 +377,173 @@ def prepare_results_folder(folder: Path, force: bool = False) -> None:
     if folder.is_dir() and any(folder.iterdir()):
         if not force:
             raise ResultsFolderError(f"{folder} is not empty: give a new folder, or --force to replace the "
-                                     "results of an earlier run in it")
+                                     "results of an earlier run in it (--resume to finish that run)")
         _remove_results(folder)
 
 
-def _remove_results(folder: Path) -> None:
+def _remove_results(folder: Path, keep: tuple[str, ...] = ()) -> None:
     for name in RESULT_FILES:
         path = folder / name
+        if name in keep:
+            continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
             path.unlink()
 
 
-class Outputs:
-    """Writes each result as it arrives, so nothing is lost if the batch stops half way, and on
-    closing rewrites ``summary.csv`` and ``verdicts.jsonl`` sorted by id. A new ``Outputs`` first
-    removes the results of an earlier run in the folder (a student graded then and not now must
-    not keep a stale ``gradescope/<id>/``); ``append=True`` adds rows to the run already there."""
+def _summary_text(rows) -> str:
+    import io
 
-    def __init__(self, folder: Path, append: bool = False):
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(SUMMARY_COLUMNS)
+    writer.writerows(rows)
+    return text.getvalue()
+
+
+def finished_rows(folder: Path) -> list[tuple[str, list, str]]:
+    """The results a run wrote into ``folder`` that are whole: (id, summary row, verdicts line), in
+    the order written. A row is kept only with its verdict line (the row is written first, the line
+    last): a line or a row cut short by a kill, and a row whose line never came, are left out, and
+    their submissions are graded again."""
+    folder = Path(folder)
+    try:
+        # a row cut short may end inside a character; whole rows are whole UTF-8
+        with open(folder / "summary.csv", encoding="utf-8", errors="replace", newline="") as handle:
+            table = list(csv.reader(handle))
+        text = (folder / "verdicts.jsonl").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    if table and table[0] != SUMMARY_COLUMNS:
+        raise ResultsFolderError(f"{folder / 'summary.csv'} is not a summary this grader writes (its columns are "
+                                 f"{', '.join(table[0])}): give --force to grade from the start")
+    rows: dict[str, list[list]] = {}
+    for row in table[1:]:
+        if len(row) == len(SUMMARY_COLUMNS):
+            rows.setdefault(row[0], []).append(row)
+    found, seen = [], set()
+    for line in text.split("\n"):
+        try:
+            identity = json.loads(line)["id"]
+        except (ValueError, KeyError, TypeError):
+            continue  # empty, or cut short
+        if not isinstance(identity, str) or identity in seen:
+            continue
+        waiting = rows.get(cell(printable(identity)))  # the CSV's cell of that id
+        if waiting:
+            seen.add(identity)
+            found.append((identity, waiting.pop(0), line))
+    return found
+
+
+class StartedRun:
+    """The manifest of a run under way (``run.started.json``): what ``grade batch --resume`` checks
+    a later run against. It is written before the first grading, kept current with the sandbox lines
+    of the gradings so far, and replaced by ``run.json`` when the run finishes (``finish_run``)."""
+
+    def __init__(self, folder: Path, record: dict):
+        self.path = Path(folder) / STARTED
+        self.record = dict(record, sandbox=sorted(set(record.get("sandbox") or ())))
+
+    @classmethod
+    def begin(cls, folder: Path, planned: dict, earlier: dict | None = None) -> "StartedRun":
+        """Record the run ``planned`` (a manifest, ``grader.integrations.shards.manifest``) in
+        ``folder``; ``earlier``, the record of the run it resumes, gives the sandbox lines so far."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [*(planned.get("sandbox") or ()), *((earlier or {}).get("sandbox") or ())]
+        run = cls(folder, dict(planned, sandbox=lines))
+        run.save()
+        for name in (MANIFEST, "report.html"):  # a finished run's, written again when this one finishes
+            (folder / name).unlink(missing_ok=True)
+        return run
+
+    def note(self, verdict) -> None:
+        from .shards import class_line
+
+        line = class_line(verdict.context.get("sandbox") or "")
+        if line and line not in self.record["sandbox"]:
+            self.record["sandbox"] = sorted([*self.record["sandbox"], line])
+            self.save()
+
+    def save(self) -> None:
+        replace_file(self.path, json.dumps(self.record, indent=1) + "\n")
+
+
+def read_run_record(folder: Path) -> dict | None:
+    """What ``folder`` records of the run that wrote it: the manifest of a run under way, else of a
+    run that finished; None if neither is there."""
+    for name in (STARTED, MANIFEST):
+        path = Path(folder) / name
+        if path.is_file():
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                raise ResultsFolderError(f"{path} is not a manifest this grader can read: give --force to grade "
+                                         "from the start") from None
+            if isinstance(record, dict):
+                return record
+            raise ResultsFolderError(f"{path} is not a manifest this grader can read: give --force to grade "
+                                     "from the start")
+    return None
+
+
+def earlier_part(folder: Path, planned: dict) -> tuple[set[str], dict | None]:
+    """For ``grade batch --resume``: the ids ``folder`` already holds whole results of, and the record
+    of the run that wrote them, once that run is shown to be ``planned`` (the same exercise, shard,
+    seed, grader version, limits, backend, Gradescope visibility and class); else
+    ResultsFolderError, naming every difference. A folder without results is a run not started yet."""
+    from .shards import Shard, resume_differences, some
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ResultsFolderError(f"{folder} is a file: --out takes a folder")
+    if not folder.is_dir() or not any((folder / name).exists() for name in RESULT_FILES):
+        return set(), None
+    record = read_run_record(folder)
+    if record is None:
+        raise ResultsFolderError(f"{folder} holds results of a run that recorded no manifest to resume from (an older "
+                                 "grader's, or one stopped before it began): give --force to grade from the start")
+    differences = resume_differences(record, planned)
+    if differences:
+        raise ResultsFolderError(f"{folder} holds part of another run, which --resume cannot continue with these "
+                                 f"options: {'; '.join(differences)}. Give the options of that run to finish it, or "
+                                 "--force to grade from the start")
+    shard = Shard(planned["shard"]["k"], planned["shard"]["n"])
+    share = {i for i in planned["class"] if shard.holds(i)}
+    done = [identity for identity, _, _ in finished_rows(folder)]
+    strays = sorted(set(done) - share)
+    if strays:
+        raise ResultsFolderError(f"{folder} holds verdicts of submissions that are not in this share of the class "
+                                 f"({some(strays)}): give --force to grade from the start")
+    return set(done), record
+
+
+class Outputs:
+    """Writes each result as it arrives, each file synced to the disk before the next result, so a
+    batch that is killed, or a machine that stops, loses no result it had written; on closing,
+    rewrites ``summary.csv`` and ``verdicts.jsonl`` sorted by id. A new ``Outputs`` first removes the
+    results of an earlier run in the folder (a student graded then and not now must not keep a stale
+    ``gradescope/<id>/``); ``append=True`` adds rows to the run already there, keeping only its
+    whole results (``finished_rows``). ``started``, the run's ``StartedRun``, is kept current."""
+
+    def __init__(self, folder: Path, append: bool = False, started: "StartedRun | None" = None):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.started = started
         self._rows: list[tuple[str, list, str]] = []  # (id, summary row, verdicts line)
         if append:
-            self._rows = self._read_rows()
+            self._rows = finished_rows(self.folder)
         else:
-            _remove_results(self.folder)
-        self._jsonl = open(self.folder / "verdicts.jsonl", "a" if append else "w", encoding="utf-8")
-        self._csv_file = open(self.folder / "summary.csv", "a" if append else "w", encoding="utf-8", newline="",
+            _remove_results(self.folder, keep=(STARTED,) if started is not None else ())
+        # what was there, whole, before anything is added: a line cut short must not run into the next
+        replace_file(self.folder / "summary.csv", _summary_text(row for _, row, _ in self._rows))
+        replace_file(self.folder / "verdicts.jsonl", "".join(line + "\n" for _, _, line in self._rows))
+        self._jsonl = open(self.folder / "verdicts.jsonl", "a", encoding="utf-8")
+        self._csv_file = open(self.folder / "summary.csv", "a", encoding="utf-8", newline="",
                               errors="backslashreplace")
         self._csv = csv.writer(self._csv_file)
-        if not append:
-            self._csv.writerow(SUMMARY_COLUMNS)
-
-    def _read_rows(self) -> list[tuple[str, list, str]]:
-        try:
-            with open(self.folder / "summary.csv", encoding="utf-8", newline="") as handle:
-                summary = list(csv.reader(handle))[1:]
-            lines = (self.folder / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise ResultsFolderError(f"{self.folder} holds no earlier results to add to") from None
-        by_id = {cell(printable(json.loads(line)["id"])): line for line in lines if line.strip()}  # as the CSV has it
-        return [(row[0], row, by_id.get(row[0], "")) for row in summary if row]
 
     def write(self, result: Result, gradescope_file: bool = True) -> None:
         """Add one result's row, or nothing at all: everything that can fail (the text of the row
@@ -438,29 +562,40 @@ class Outputs:
         if gradescope_file:
             folder = self.folder / "gradescope" / result.submission.id
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "results.json").write_text(json.dumps(gradescope(verdict), indent=1), encoding="utf-8")
-        self._jsonl.write(line + "\n")
-        self._jsonl.flush()
+            replace_file(folder / "results.json", json.dumps(gradescope(verdict), indent=1))
+        if self.started is not None:
+            self.started.note(verdict)
+        # The row, then the line: a kill between them leaves a row without its line, which a resumed
+        # run drops and grades again. A line that cannot be written takes its row back with it.
+        before = self._csv_file.tell(), self._jsonl.tell()
         self._csv.writerow(row)
-        self._csv_file.flush()
+        _sync(self._csv_file)
+        try:
+            self._jsonl.write(line + "\n")
+            _sync(self._jsonl)
+        except BaseException:
+            self._csv_file.truncate(before[0])
+            self._jsonl.truncate(before[1])
+            raise
         self._rows.append((result.submission.id, row, line))
 
     def close(self) -> None:
         self._jsonl.close()
         self._csv_file.close()
         rows = sorted(self._rows, key=lambda r: r[0])
-        with open(self.folder / "summary.csv", "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(SUMMARY_COLUMNS)
-            writer.writerows(row for _, row, _ in rows)
-        (self.folder / "verdicts.jsonl").write_text("".join(line + "\n" for _, _, line in rows if line),
-                                                    encoding="utf-8")
+        replace_file(self.folder / "summary.csv", _summary_text(row for _, row, _ in rows))
+        replace_file(self.folder / "verdicts.jsonl", "".join(line + "\n" for _, _, line in rows))
 
     def __enter__(self) -> "Outputs":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _sync(handle) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 def gradescope(verdict) -> dict:
@@ -472,17 +607,19 @@ def gradescope(verdict) -> dict:
 
 
 def run_batch(exercise_id: str, submissions: list[Submission], out: Path, settings: Settings = Settings(),
-              jobs: int | None = None, on_result=None, workers: "Workers | None" = None) -> list[Result]:
+              jobs: int | None = None, on_result=None, workers: "Workers | None" = None, resume: bool = False,
+              started: StartedRun | None = None) -> list[Result]:
     """Grade every submission, ``jobs`` at a time; call ``on_result(result)`` as each finishes.
 
     Every submission gets exactly one result: whatever one submission's child sends or does, and
     whatever fails in the grader for it (reading, checking, writing), becomes an error verdict for
-    it alone. Children and scratch folders are gone when this returns, or raises."""
+    it alone. Children and scratch folders are gone when this returns, or raises. ``resume`` adds
+    the results to the whole ones already in ``out`` (``Outputs``); ``started``, the run's record."""
     exercises.get(exercise_id)
     jobs = max(1, jobs or default_jobs())
     # no grading may read the class's own folders, wherever they lie
     settings = replace(settings, private=tuple(dict.fromkeys([*settings.private, *private_folders(submissions)])))
-    outputs = Outputs(out)
+    outputs = Outputs(out, append=resume, started=started)
     own_workers = workers is None
     results: list[Result] = []
     queue = list(submissions)
@@ -596,11 +733,16 @@ def class_ids(found: Discovery) -> list[str]:
     return sorted(s.id for s in found.submissions + found.refused)
 
 
-def finish_run(out: Path, manifest: dict) -> None:
-    """Once every result of a run is written: its manifest, then the class report drawn from the
-    files (``grade class-report`` draws the same page from them later)."""
+def finish_run(out: Path, manifest: dict, started: StartedRun | None = None) -> None:
+    """Once every result of a run is written: its manifest (with the sandbox lines ``started``
+    recorded, those of an interrupted part too), in place of the record of the run under way, then
+    the class report drawn from the files (``grade class-report`` draws the same page from them later)."""
     from .class_report import write_report
     from .shards import write_manifest
 
+    if started is not None:
+        manifest = dict(manifest, sandbox=sorted({*(manifest.get("sandbox") or ()), *started.record["sandbox"]}))
     write_manifest(out, manifest)
+    if started is not None:
+        started.path.unlink(missing_ok=True)
     write_report(out)

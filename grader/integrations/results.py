@@ -1,4 +1,5 @@
-"""Reading a results folder of ``grade batch`` (or ``grade merge``) back into plain data.
+"""Reading a results folder of ``grade batch`` (or ``grade merge``) back into plain data, and
+writing its files whole (``replace_file``).
 
 A results folder holds ``verdicts.jsonl``, ``summary.csv`` (for each grading's seconds) and, from
 runs that finished, ``run.json`` (``grader.integrations.shards``). ``read_results`` gives a ``ClassResults``:
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
 MANIFEST = "run.json"  # written by a run that finished (``grader.integrations.shards``)
+STARTED = "run.started.json"  # the manifest of a run under way, replaced by run.json (``grader.integrations.batch``)
 
 
 def printable(value: str) -> str:
@@ -30,6 +33,27 @@ def cell(text: str) -> str:
     """A CSV cell a spreadsheet shows as the text it is: one that would start a formula (= + - @,
     or a tab or carriage return before one) gets a leading apostrophe, as spreadsheets write it."""
     return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a kill or a power cut leaves the old file or
+    the new one, never a part of either."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.new")
+    with open(temporary, "w", encoding="utf-8", newline="", errors="backslashreplace") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class ResultsError(ValueError):

@@ -9,6 +9,7 @@ class the shard was cut from. ``grade merge`` reads the manifests and refuses sh
 make one run of one class (overlapping or missing shares, mixed seeds, versions, settings or
 classes, a shard that did not finish), then writes one results folder equal to grading the class
 in one run: the same ``verdicts.jsonl``, ``summary.csv``, Gradescope files and class report.
+``resume_differences`` names what keeps a run from finishing another's results (``--resume``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import MANIFEST, cell, printable
+from .results import MANIFEST, cell, printable, replace_file
 
 MANIFEST_FORMAT = 1
 # What two shards must agree on to be one run: a difference in any of them changes a verdict
@@ -88,7 +89,43 @@ def class_line(sandbox: str) -> str:
 
 
 def write_manifest(folder: Path, record: dict) -> None:
-    (Path(folder) / MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    replace_file(Path(folder) / MANIFEST, json.dumps(record, indent=1) + "\n")
+
+
+# What a resumed run must share with the run it finishes, and how a difference is named.
+RESUMED = {"exercise": "the exercise", "shard": "the shard (--shard)", "seed": "the seed (--seed)",
+           "grader_version": "the grader's version", "timeout": "--timeout", "memory_mb": "--memory",
+           "backend": "the Keras backend (--backend)", "gradescope_visibility": "--gradescope-visibility"}
+
+
+def resume_differences(earlier: dict, planned: dict) -> list[str]:
+    """How the run recorded by ``earlier`` (its manifest) differs from the run ``planned``, each
+    difference named; nothing if ``planned`` can finish it."""
+    def shown(key, value):
+        if key == "shard" and isinstance(value, dict):
+            return f"{value.get('k')}/{value.get('n')}"
+        if key == "seed" and value is None:
+            return "none (a fresh seed per submission)"
+        return "missing" if value is _MISSING else repr(value)
+
+    differences = []
+    for key, name in RESUMED.items():
+        was, now = earlier.get(key, _MISSING), planned.get(key)
+        if key == "backend" and was is _MISSING:
+            was = "tensorflow"
+        if json.dumps(was, default=str) != json.dumps(now, default=str):
+            differences.append(f"{name} was {shown(key, was)}, now {shown(key, now)}")
+    was = earlier.get("class")
+    now = set(planned.get("class") or ())
+    if not isinstance(was, list) or set(was) != now:
+        was = set(was) if isinstance(was, list) else set()
+        changes = [f"{some(sorted(now - was))} {'are' if len(now - was) > 1 else 'is'} new" if now - was else "",
+                   f"{some(sorted(was - now))} {'are' if len(was - now) > 1 else 'is'} gone" if was - now else ""]
+        differences.append(f"the class differs ({'; '.join(c for c in changes if c)})")
+    return differences
+
+
+_MISSING = object()
 
 
 def read_manifest(folder: Path) -> dict:
@@ -97,7 +134,7 @@ def read_manifest(folder: Path) -> dict:
         raise ShardError(f"{folder} is not a folder of results")
     if not path.is_file():
         raise ShardError(f"{folder} has no {MANIFEST}: it is not the results of a grade batch run that "
-                         "finished (grade it again, or with --force)")
+                         "finished (finish it with grade batch --resume, or grade it again with --force)")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         shard = Shard(int(record["shard"]["k"]), int(record["shard"]["n"]))
@@ -156,8 +193,12 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
             raise ShardError(f"these shards are not one run: {what}: {shown}. Grade every shard with the same "
                              "grader and options")
     if len({json.dumps(r["class"]) for r in records}) > 1:
-        raise ShardError("these shards were cut from different classes (their run.json lists other ids): grade "
-                         "every shard from the same submissions")
+        classes = [set(r["class"]) for r in records]
+        every = set().union(*classes)
+        lacking = [f"{folder} lacks {some(sorted(every - ids))}" for folder, ids in zip(folders, classes)
+                   if every - ids]
+        raise ShardError(f"these shards were cut from different classes: {'; '.join(lacking)} (their run.json "
+                         "lists the class each was cut from). Grade every shard from the same submissions")
     sizes = {r["_shard"].n for r in records}
     if len(sizes) > 1:
         shown = ", ".join(f"{f}: {r['_shard']}" for f, r in zip(folders, records))
@@ -179,12 +220,18 @@ def check_mergeable(folders: list[Path]) -> list[dict]:
         strays = sorted(set(found) - expected)
         if strays or len(found) != len(set(found)):
             raise ShardError(f"{folder} holds verdicts that are not its shard's "
-                             f"({', '.join(strays[:5]) or 'an id twice'})")
+                             f"({some(strays) or 'an id twice'})")
         lost = sorted(expected - set(found))
         if lost:
-            raise ShardError(f"{folder} lacks {len(lost)} verdict(s) of its shard ({', '.join(lost[:5])}"
-                             f"{', …' if len(lost) > 5 else ''}): that run did not finish; grade the shard again")
+            raise ShardError(f"{folder} lacks {len(lost)} verdict(s) of its shard ({some(lost)}): that run did "
+                             "not finish; grade the shard again with --resume")
     return records
+
+
+def some(ids: list[str], shown: int = 5) -> str:
+    """The first ids of a list, as text (a file name's bytes that are not UTF-8 escaped), and how many more."""
+    more = len(ids) - shown
+    return ", ".join(printable(i) for i in ids[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def merge(folders: list[Path], out: Path) -> dict:
