@@ -366,6 +366,12 @@ def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str 
             return f"The grading process was stopped while importing {library}, before any of the submission ran."
         return f"The grading process could not start: {describe_end(run)}"
     if not runtime.get("ok"):
+        error = runtime.get("error") or {}
+        if error.get("type") in ("GraderMismatch", "RuntimeError") and str(error.get("message", "")).startswith(
+                ("the grader at ", "a job of format")):
+            return ("The submission could not be graded: the grader and its grading process are not the same "
+                    f"installation ({str(error.get('message', '')).splitlines()[0][:600]}). Run grade from the "
+                    "environment the grader is installed in, not from a folder holding another copy of it.")
         if "sandbox_error" in runtime["data"]:
             return ("The submission could not be graded: the grading process could not confine itself "
                     f"({runtime['data']['sandbox_error']}), so none of the submission ran.")

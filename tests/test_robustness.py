@@ -331,3 +331,21 @@ def test_a_batch_gives_every_submission_one_result_whatever_fails(tmp_path, monk
     assert "could not write its results" in results["unwritable"].error
     rows = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(os.path.basename(r["submission"]) for r in rows) == sorted(f"{n}.py" for n in results)
+
+
+def test_a_grading_process_running_another_grader_package_is_refused_and_says_so(tmp_path):
+    """The grader and the child it starts must be one installation: a job from a grader at another
+    place (a clone's folder on the path while the interpreter's own installation is another) is refused
+    by the child before any of the submission runs, and the verdict names both, never TensorFlow."""
+    from grader.sandbox.process import Child
+
+    def elsewhere(job, source, timeout, memory_mb, respond=None):
+        job = dict(job, grader={"version": "0.0.9", "package": "/somewhere/else/grader"})
+        return Child(job, source, timeout, memory_mb, respond=respond)
+
+    path = tmp_path / "exercise3.py"
+    path.write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
+    verdict = Grading("exercise3", path, runner=elsewhere).finish()
+    assert verdict.status == "error" and verdict.exit_code == 2
+    assert "not the same installation" in verdict.error and "/somewhere/else/grader (version 0.0.9)" in verdict.error
+    assert "TensorFlow" not in verdict.error

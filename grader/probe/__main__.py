@@ -78,10 +78,11 @@ def run_job(job: dict, stream, setup: dict) -> None:
     probe = None
 
     with stream.phase("runtime") as data:
-        from ..protocol.job import JOB_FORMAT
+        from ..protocol.job import JOB_FORMAT, check_grader
 
         if job.get("format") != JOB_FORMAT:  # a grader and a child of different versions
             raise RuntimeError(f"a job of format {job.get('format')!r}; this child reads format {JOB_FORMAT}")
+        check_grader(job)  # the same package as the grader's, not another installation on the path
         started = time.perf_counter()
         warnings.simplefilter("default")
         from . import backends

@@ -48,10 +48,35 @@ def child_job(exercise, memory_mb: int, *, reads: dict, public: dict | None = No
     job = dict(exercise.public_job() if public is None else public, format=JOB_FORMAT, exercise=exercise.id,
                class_name=exercise.target, kind=exercise.kind, memory_mb=int(memory_mb),
                cells=[list(cell) for cell in cells], private=[str(path) for path in private],
-               reads={"grant": list(reads["grant"]), "closed": list(reads["closed"])}, **more)
+               reads={"grant": list(reads["grant"]), "closed": list(reads["closed"])}, grader=this_grader(), **more)
     if probe:
         job["probe"] = probe
     return job
+
+
+def this_grader() -> dict:
+    """Which grader package this process runs: its version and where it lies. A grading process
+    refuses a job from another (a grader imported from a clone's folder while the interpreter's own
+    installation is another)."""
+    import os
+
+    import grader
+
+    return {"version": grader.__version__, "package": os.path.dirname(os.path.realpath(grader.__file__))}
+
+
+class GraderMismatch(RuntimeError):
+    """The grading process runs another grader package than the one that started it."""
+
+
+def check_grader(job: dict) -> None:
+    """Raise GraderMismatch unless the job comes from the grader package this process runs."""
+    theirs, ours = job.get("grader"), this_grader()
+    if theirs != ours:
+        described = theirs if isinstance(theirs, dict) else {}
+        raise GraderMismatch(
+            f"the grader at {str(described.get('package'))[:300]} (version {str(described.get('version'))[:40]}) "
+            f"started this grading process, which runs the grader at {ours['package']} (version {ours['version']})")
 
 
 def secret_job(exercise, seed: int, build: dict) -> dict:
