@@ -253,10 +253,17 @@ raise RuntimeError(f"READS tried={{len(_PATHS)}} opened={{len(_opened)}} unexpec
 """
 
 
-def _enumerating_source() -> tuple[str, int]:
+def _enumerating_source(only_in: str | None = None) -> tuple[str, int]:
+    """A submission that tries every file and raises what it opened; with ``only_in``, it does so only
+    in a process that has imported that module (and is otherwise the correct encoder)."""
     paths = _installation_files()
     granted = [os.path.realpath(p) for p in reads.policy()["grant"]]
-    return ENUMERATOR.format(paths=json.dumps(paths), granted=json.dumps(granted)), len(paths)
+    enumerator = ENUMERATOR.format(paths=json.dumps(paths), granted=json.dumps(granted))
+    if only_in is None:
+        return enumerator, len(paths)
+    guarded = f"import sys as _sys\nif {only_in!r} in _sys.modules:\n" + "".join(
+        f"    {line}\n" for line in enumerator.strip("\n").splitlines())
+    return guarded + "\n" + EXERCISES["exercise3"].solution.read_text(encoding="utf-8"), len(paths)
 
 
 def _assert_reads_only_the_allow_list(message: str, tried: int) -> None:
@@ -305,10 +312,11 @@ def test_the_experiments_of_grade_explain_open_exactly_the_allow_list(tmp_path):
     from grader.api import Settings
     from grader.explain.run import Plan, explain
 
-    source, tried = _enumerating_source()
+    source, tried = _enumerating_source(only_in="grader.explain.probe")  # graded as correct, then enumerates
     path = tmp_path / "exercise3.py"
     path.write_text(source, encoding="utf-8")
     explanation = explain("exercise3", path, Settings(seed=5, timeout=900), Plan(steps=2, train_count=16,
                                                                                   test_count=8))
+    assert explanation.context["grading_status"] == "passed"
     said = " ".join([explanation.error or "", *explanation.problems, explanation.subject_reason])
     _assert_reads_only_the_allow_list(said, tried)
