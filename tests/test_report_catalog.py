@@ -19,19 +19,29 @@ EXERCISES = list(exercises.EXERCISES)
 MISTAKES = [(e, m.name) for e in EXERCISES for m in catalog(e)[0]]
 PASSING = [(e, "solution") for e in EXERCISES] + [(e, f"variant_{v.name}") for e in EXERCISES for v in catalog(e)[1]]
 
-# Words that name a part an exercise does not have: generic advice must not send a student there.
-LACKING = {
-    "exercise1": ("feed-forward", "dense_dim", "MultiHeadAttention", "LayerNormalization", "attention mask",
-                  "expanded on", "causal", "cross-attention", "residual sum"),
-    "exercise2": ("feed-forward", "dense_dim", "causal", "cross-attention", "encoder_outputs"),
-    "exercise3": ("causal", "cross-attention", "encoder_outputs"),
-    "exercise4": (),
-    "exercise5": ("cross-attention", "encoder_outputs"),
-    "ch15_embedding": ("feed-forward", "dense_dim", "MultiHeadAttention", "LayerNormalization", "attention mask",
-                       "expanded on", "causal", "cross-attention", "residual sum"),
-    "ch15_encoder": ("causal", "cross-attention", "encoder_outputs"),
-    "ch15_decoder": (),
+# Words that name a part (grader/exercises/spec.py PARTS): generic advice must not send a student to
+# a part their exercise does not have (its spec's ``parts``).
+WORDS = {
+    "embedding": (),
+    "attention": ("MultiHeadAttention", "attention mask", "expanded on"),
+    "feed-forward": ("feed-forward", "dense_dim"),
+    "norm": ("LayerNormalization",),
+    "residual": ("residual sum",),
+    "causal": ("causal",),
+    "cross-attention": ("cross-attention", "encoder_outputs"),
+    "pooling": (),
 }
+LACKING = {e: tuple(word for part, words in WORDS.items() if part not in exercises.get(e).parts for word in words)
+           for e in EXERCISES}
+
+
+def test_every_part_has_its_words_and_every_exercise_its_parts():
+    from grader.exercises.spec import PARTS
+
+    assert set(WORDS) == set(PARTS)
+    assert all(exercises.get(e).parts and set(exercises.get(e).parts) <= set(PARTS) for e in EXERCISES)
+
+
 ONE_CAUSE_LINES = 45  # at 100 columns
 PER_MORE_CAUSE = 15
 PASSING_LINES = 30

@@ -1,11 +1,14 @@
 """Build steps that pack the exercise files generated from the solutions, never a working copy.
 
-In a clone, ``exercises/exercise3.py`` is both the committed stub and the student's working copy;
-pyproject.toml maps that folder into the package as ``grader._exercises``. Someone who solves
-exercises in a clone and then builds a wheel (or an sdist) would hand out the answers. These two
-setuptools commands, named in pyproject.toml's ``[tool.setuptools] cmdclass``, write every
-exercise file of the build from its solution instead (``grader.exercises.stubs.fresh_stub``, the same
-generator ``python -m tools.generate`` uses), and say which working copies they left out.
+In a clone, ``exercises/exercise3.py`` is both the committed stub and the student's working copy.
+A wheel carries the exercises (their stubs, instructions and hints) inside the package, as
+``grader/_exercises``, and the solutions and model answers as ``grader/_solutions``: the build copies
+them there from the top of the repository (``PACKED``), so that every package of ``grader`` is found
+and none is listed by hand. Someone who solves exercises in a clone and then builds a wheel (or an
+sdist) would hand out the answers. These two setuptools commands, named in pyproject.toml's
+``[tool.setuptools] cmdclass``, write every exercise file of the build from its solution instead
+(``grader.exercises.stubs.fresh_stub``, the same generator ``python -m tools.generate`` uses), and
+say which working copies they left out.
 
 An editable install (``pip install -e .``) builds nothing: it keeps reading ``exercises/``, where
 the student works.
@@ -81,13 +84,30 @@ def _write_stubs(folder: Path, relative_to: str, announce) -> None:
                  "the build packs the stub instead", logging.WARNING)
 
 
+# (folder at the top of the repository, the files of it a wheel carries, where in the package)
+PACKED = (("exercises", ("*.py", "*.md"), "grader/_exercises"), ("exercises/hints", ("*.md",), "grader/_exercises/hints"),
+          ("solutions", ("*.py", "*.md"), "grader/_solutions"))
+
+
+def _copy_packed(build_lib: Path) -> None:
+    """The exercises, hints and solutions, copied into the package of the build (``PACKED``)."""
+    for folder, patterns, target in PACKED:
+        destination = build_lib / target
+        destination.mkdir(parents=True, exist_ok=True)
+        for pattern in patterns:
+            for path in sorted((ROOT / folder).glob(pattern)):
+                (destination / path.name).write_bytes(path.read_bytes())
+
+
 class BuildPy(build_py):
-    """build_py whose ``grader/_exercises/<id>.py`` are the stubs generated from the solutions."""
+    """build_py that packs the exercises and solutions into the package, the exercise files as the
+    stubs generated from the solutions."""
 
     def run(self):
         super().run()
         if getattr(self, "editable_mode", False):
             return
+        _copy_packed(Path(self.build_lib))
         _write_stubs(Path(self.build_lib), "grader/_exercises", self.announce)
 
 

@@ -48,6 +48,10 @@ def static_problems(exercise) -> list[str]:
     for d in declared:
         if d["topic"] not in TOPICS or d["points"] <= 0:
             problems.append(f"{d['id']}: topic {d['topic']!r} and {d['points']:g} points")
+    from grader.exercises.spec import PARTS
+
+    if not exercise.parts or not set(exercise.parts) <= set(PARTS):
+        problems.append(f"{exercise.folder}/spec.py: parts {exercise.parts!r} must name some of {', '.join(PARTS)}")
     try:
         json.dumps(exercise.public_job())
     except Exception as exc:

@@ -67,6 +67,10 @@ LAYER_PREREQUISITES = {
 }
 
 
+# The parts an exercise's layer may be made of (``Exercise.parts``).
+PARTS = ("embedding", "attention", "feed-forward", "norm", "residual", "causal", "cross-attention", "pooling")
+
+
 @dataclass(frozen=True)
 class Exercise:
     id: str
@@ -79,6 +83,8 @@ class Exercise:
     provided: tuple[str, ...] = ()
     edition: str = "2"  # the track it belongs to (EDITIONS)
     position: int = 0  # its place in its track: a student does 1 first
+    # what the layer (or model) is made of, of PARTS: a message names only parts the exercise has
+    parts: tuple[str, ...] = ()
 
     @property
     def class_name(self) -> str:

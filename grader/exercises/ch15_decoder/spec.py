@@ -19,6 +19,7 @@ EXERCISE = Exercise(
     id="ch15_decoder",
     edition="3",
     position=3,
+    parts=("attention", "feed-forward", "norm", "residual", "causal", "cross-attention"),
     title="The Transformer decoder",
     target="TransformerDecoder",
     notebook=Notebook(visible_test=VISIBLE_TEST),

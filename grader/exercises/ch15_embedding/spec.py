@@ -17,6 +17,7 @@ EXERCISE = Exercise(
     id="ch15_embedding",
     edition="3",
     position=1,
+    parts=("embedding",),
     title="Positional embedding",
     target="PositionalEmbedding",
     notebook=Notebook(visible_test=VISIBLE_TEST),

@@ -18,6 +18,7 @@ EXERCISE = Exercise(
     id="ch15_encoder",
     edition="3",
     position=2,
+    parts=("attention", "feed-forward", "norm", "residual"),
     title="The Transformer encoder",
     target="TransformerEncoder",
     notebook=Notebook(visible_test=VISIBLE_TEST),

@@ -18,6 +18,7 @@ assert mask is not None and tuple(mask.shape) == (2, 5), "compute_mask should re
 EXERCISE = Exercise(
     id="exercise1",
     position=1,
+    parts=("embedding",),
     title="Positional embedding",
     target="PositionalEmbedding",
     notebook=Notebook(

@@ -15,6 +15,7 @@ assert tuple(output.shape) == (2, 5, 8), f"expected (2, 5, 8), got {tuple(output
 EXERCISE = Exercise(
     id="exercise2",
     position=2,
+    parts=("attention", "norm", "residual"),
     title="A self-attention block",
     target="SelfAttentionBlock",
     notebook=Notebook(

@@ -32,6 +32,7 @@ the numbers support it.
 EXERCISE = Exercise(
     id="exercise3",
     position=3,
+    parts=("attention", "feed-forward", "norm", "residual"),
     title="The Transformer encoder",
     target="TransformerEncoder",
     notebook=Notebook(

@@ -15,6 +15,7 @@ assert tuple(output.shape) == (2, 4, 8), f"expected (2, 4, 8), got {tuple(output
 EXERCISE = Exercise(
     id="exercise4",
     position=4,
+    parts=("attention", "feed-forward", "norm", "residual", "causal", "cross-attention"),
     title="The Transformer decoder",
     target="TransformerDecoder",
     notebook=Notebook(

@@ -12,6 +12,7 @@ assert model.output_shape == (None, 1), f"expected (None, 1), got {model.output_
 EXERCISE = Exercise(
     id="exercise5",
     position=5,
+    parts=("embedding", "attention", "feed-forward", "norm", "residual", "pooling"),
     title="A text classifier",
     target="build_classifier",
     kind="function",
