@@ -53,7 +53,7 @@ def timed(command: list[str], cwd: Path, env: dict) -> float:
 def floor_seconds() -> float:
     """The phases' own time inside one child (TensorFlow's import excluded)."""
     from grader.protocol import job as inputs, wire
-    from grader.sandbox.process import run_child
+    from grader.sandbox.process import Child
 
     exercise = exercises.get("exercise3")
     job = inputs.child_job(exercise, 4096, reads=grading_reads())
@@ -63,7 +63,7 @@ def floor_seconds() -> float:
             return wire.dumps(inputs.secret_job(exercise, 0, record["data"]))
         return None
 
-    run = run_child(job, SOLUTION, 120, 4096, respond)
+    run = Child(job, SOLUTION, 120, 4096, respond).wait()
     if "gradients" not in run.phases:
         raise SystemExit(f"the solution did not run every phase: {sorted(run.phases)}\n{run.stderr[-2000:]}")
     return sum(record["seconds"] for name, record in run.phases.items() if name != "runtime")

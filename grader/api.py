@@ -46,7 +46,7 @@ def _default_judges():
 
 class Grading:
     """One submission being graded: its child starts at construction, the
-    verdict is computed by ``finish``. ``grade`` does both; ``grade_many``
+    verdict is computed by ``finish``. ``grade`` does both; ``grade_pairs``
     keeps several children running at once."""
 
     def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child,
@@ -292,12 +292,6 @@ MALFORMED = "the grading process sent malformed evidence"
 def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -> Verdict:
     """Grade one submission of one exercise."""
     return Grading(exercise_id, submission, settings).finish()
-
-
-def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2, runner=Child):
-    """Yield (submission, verdict) in order, with up to ``jobs`` children running at once."""
-    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs, runner):
-        yield path, verdict
 
 
 def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2, runner=Child):

@@ -179,11 +179,6 @@ def root_causes(checks) -> list[Cause]:
     return sorted(unique.values(), key=lambda cause: position[cause.root.id])
 
 
-def first_cause(checks) -> Cause | None:
-    causes = root_causes(checks)
-    return causes[0] if causes else None
-
-
 def told_once(checks) -> dict[str, str]:
     """The message each check that did not pass gets in an output listing every check (nbgrader's
     cells, Gradescope's tests, PrairieLearn's): the first check of a cause keeps its message and

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.api import Grading, Settings, grade_many
+from grader.api import Grading, Settings, grade_pairs
 # the batch's own worker class, taken before any test stands SharedWorkers in for it
 from grader.integrations.batch import Workers as _Workers
 
@@ -109,6 +109,15 @@ class ExpireAt:
 
     def __getattr__(self, name):  # pid, close, ... of a worker runner
         return getattr(self.runner, name)
+
+
+def grade_many(exercise_id: str, submissions, settings: Settings = Settings(), jobs: int = 2, runner=None):
+    """Yield (submission, verdict) in order, with up to ``jobs`` gradings going at once (each in a fresh
+    grading process, or started by ``runner``)."""
+    from grader.sandbox.process import Child
+
+    for _, path, verdict in grade_pairs([(exercise_id, s) for s in submissions], settings, jobs, runner or Child):
+        yield path, verdict
 
 
 def grade_warm(exercise_id: str, submission: Path, settings: Settings = Settings()):

@@ -13,11 +13,11 @@ import pytest
 
 from grader import exercises
 from grader.integrations.batch import discover, run_batch
-from grader.api import Settings, grade_many
+from grader.api import Settings
 
 from grader.sandbox.process import Child
 
-from .conftest import JOBS, ExpireAt
+from .conftest import JOBS, ExpireAt, grade_many
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from grader import exercises
-from grader.api import Grading, Settings, grade, grade_many
+from grader.api import Grading, Settings, grade
 from grader.sandbox.process import ChildRun
 
-from .conftest import ExpireAt, grade_sources, grade_warm, warm_runner
+from .conftest import ExpireAt, grade_many, grade_sources, grade_warm, warm_runner
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")

@@ -35,7 +35,6 @@ EXPLAINABLE = ("exercise3",)
 DEFAULT_SEED = 0
 EXPLAIN_TIMEOUT = 600.0  # the command's default limit for each child: training takes longer than grading
 STRUCTURE_TOPICS = ("api", "weights", "gradients", "mask", "forward")
-SUBJECTS = ("student", "reference")
 
 
 @dataclass(frozen=True)

@@ -487,11 +487,6 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def run_child(job: dict, submission_source: str, timeout: float, memory_mb: int, respond=None) -> ChildRun:
-    """Run ``grader.probe`` on ``submission_source`` (the text of the student's code)."""
-    return Child(job, submission_source, timeout, memory_mb, respond).wait()
-
-
 def _read_records(fd: int, parser: "RecordParser") -> None:
     with os.fdopen(fd, "rb", buffering=0) as pipe:
         while True:

@@ -35,7 +35,6 @@ DECODER = (
 )
 CAUSAL_WHY = ("At generation time the decoder predicts each token from the earlier ones only; a decoder "
               "that looks ahead learns to copy the answer in training and fails when it is not there.")
-MASK_ARGUMENT = "inputs_mask / encoder_outputs_mask"
 # phase -> (prefix of its arrays in the job, masked, what the messages call it)
 CALLS = {
     "forward": ("", False, "the plain call"),
