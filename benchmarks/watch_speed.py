@@ -46,7 +46,7 @@ def main() -> int:
 
     from grader import exercises
     from grader.integrations.batch import Workers
-    from grader.cli import grade_and_show
+    from grader.cli.grading import grade_and_show
     from grader.api import Settings
 
     exercise = exercises.get(args.exercise)
