@@ -56,8 +56,9 @@ class Place:
 
 
 def installation_key() -> str:
-    """One server per installation: the grader package's folder and the Python that runs it."""
-    return hashlib.sha256(f"{PACKAGE}\0{sys.executable}".encode()).hexdigest()[:16]
+    """One server per installation: the grader package's folder and the Python environment (a
+    virtual environment's ``python`` and ``python3`` are one installation)."""
+    return hashlib.sha256(f"{PACKAGE}\0{sys.prefix}".encode()).hexdigest()[:16]
 
 
 def base_folder(environ=os.environ) -> Path:
@@ -141,7 +142,7 @@ def identity(environ=os.environ) -> str:
             data = part if isinstance(part, bytes) else str(part).encode("utf-8", "surrogateescape")
             digest.update(len(data).to_bytes(8, "big") + data)
 
-    add(PROTOCOL, sys.version, sys.executable, PACKAGE)
+    add(PROTOCOL, sys.version, os.path.realpath(sys.executable), sys.prefix, PACKAGE)
     root = FILES
     for folder, folders, names in os.walk(root):
         folders[:] = sorted(f for f in folders if f != "__pycache__")
