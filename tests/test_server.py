@@ -204,6 +204,99 @@ def test_a_warm_grading_gives_the_cold_verdict_and_report(name, shared, cold, tm
     assert verdict.status == expected[name]
 
 
+def test_the_settings_and_the_report_options_reach_the_grading_as_given(shared, tmp_path, monkeypatch, capsys):
+    """--timeout, --memory and --seed become the server's grading settings; --details and --all-checks
+    stay the command's: the report is the one a cold grade prints (a file graded without a grading
+    process, so the cold grading is cheap)."""
+    shared.use(monkeypatch)
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
+    path = write(tmp_path, "syntax_error")
+    settings = Settings(seed=3, timeout=45.0, memory_mb=3000)
+    warm = shared.client().grade(EXERCISE.id, path, settings)
+    assert untimed(warm) == untimed(grade(EXERCISE.id, path, settings))
+    assert (warm.context["timeout"], warm.context["memory_mb"], warm.context["seed"]) == (45.0, 3000, 3)
+    argv = ["exercise3", "--submission", str(path), "--seed", "3", "--timeout", "45", "--memory", "3000",
+            "--details", "--all-checks"]
+    assert cli.main(argv) == 2
+    through = capsys.readouterr()
+    assert cli.main([*argv, "--no-server"]) == 2
+    assert capsys.readouterr().out == through.out and "3000 MiB" in through.out
+
+
+def test_a_malformed_request_is_answered_and_the_server_serves_on(shared, tmp_path, monkeypatch, capsys):
+    shared.use(monkeypatch)
+    path = write(tmp_path, "syntax_error")
+    cli.main(["exercise3", "--submission", str(path), "--json"])
+    capsys.readouterr()
+    before = shared.status()
+    identity = place.identity(shared.environ)
+
+    def ask(data: bytes):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(shared.socket))
+        try:
+            sock.sendall(data)
+            return wire.receive(sock, wire.MAX_ANSWER, 60)
+        except wire.WireError as exc:
+            return exc
+        finally:
+            sock.close()
+
+    def framed(message) -> bytes:
+        data = json.dumps(message).encode()
+        return len(data).to_bytes(4, "big") + data
+
+    request = {"op": "grade", "protocol": place.PROTOCOL, "identity": identity, "exercise": "exercise3",
+               "submission": str(path), "all_backends": False,
+               "settings": {"seed": None, "timeout": 120.0, "memory_mb": 4096, "backend": "tensorflow"}}
+    for change, why in ((dict(exercise="exercise9"), "no such exercise"),
+                        (dict(submission="relative.py"), "not an absolute path"),
+                        (dict(settings=dict(request["settings"], memory_mb=10)), "memory limit"),
+                        (dict(settings=dict(request["settings"], seed=True)), "seed"),
+                        (dict(all_backends="yes"), "all_backends")):
+        answer = ask(framed(dict(request, **change)))
+        assert answer["ok"] is False and "malformed request" in answer["error"] and why in answer["error"]
+    assert "no such request" in ask(framed({"op": "dance"}))["error"]
+    assert isinstance(ask((wire.MAX_REQUEST + 1).to_bytes(4, "big")), wire.Closed)  # too long: not read
+    assert isinstance(ask(b"\x00\x00\x00\x02[]"), wire.Closed)  # not an object
+    after = shared.status()
+    assert after["pid"] == before["pid"] and after["graded"] == before["graded"]
+
+
+def test_a_message_is_bounded_and_must_be_an_object():
+    left, right = socket.socketpair()
+    with left, right:
+        wire.send(left, {"op": "status"})
+        assert wire.receive(right, 100, 5) == {"op": "status"}
+        wire.send(left, {"padding": "x" * 200})
+        with pytest.raises(wire.WireError, match="more than the 100 accepted"):
+            wire.receive(right, 100, 5)
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(b"\x00\x00\x00\x05[1,2]")
+        with pytest.raises(wire.WireError, match="not a JSON object"):
+            wire.receive(right, 100, 5)
+        left.sendall(b"\x00\x00\x00\x09{")
+        with pytest.raises(wire.WireError, match="in time"):
+            wire.receive(right, 100, 0.2)
+    left, right = socket.socketpair()
+    with right:
+        left.close()
+        with pytest.raises(wire.Closed):
+            wire.receive(right, 100, 5)
+
+
+def test_what_reaches_a_grading_is_part_of_the_servers_identity():
+    from grader.sandbox import process
+
+    assert set(process._PASSED_THROUGH) <= set(place.ENVIRONMENT)
+    base = dict(os.environ)
+    base.pop("LANG", None)
+    assert place.identity(base) != place.identity(dict(base, LANG="C.UTF-8"))
+    assert place.identity(base) == place.identity(dict(base, UNRELATED="1"))
+    assert set(place.server_environment(dict(base, LANG="C.UTF-8", SECRET="x"))) == {"LANG", "PATH"}
+
+
 @pytest.mark.slow
 def test_a_warm_grading_on_jax_gives_the_cold_verdict(shared, tmp_path, monkeypatch, capsys):
     """On JAX, and with --all-backends: the server keeps a worker per backend it was asked for."""

@@ -45,6 +45,8 @@ class Client:
     """This user's grading server for this installation, reached on demand."""
 
     def __init__(self, environ=os.environ):
+        if not hasattr(socket, "SO_PEERCRED"):
+            raise Unavailable("this system cannot tell who is at the other end of a socket (SO_PEERCRED)")
         self.place = place.find(environ)
         self.identity = place.identity(environ)
         self.idle = place.idle_seconds(environ)
