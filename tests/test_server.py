@@ -508,6 +508,22 @@ def test_status_and_stop_say_and_end_it(runtime, tmp_path, monkeypatch, capsys):
     assert "No grading server was running." in capsys.readouterr().out
 
 
+def test_commands_started_together_share_one_new_server(runtime, tmp_path):
+    run = runtime()
+    path = write(tmp_path, "syntax_error")
+    env = dict(run.environ, GRADE_STATE_DIR=str(tmp_path / "state"))
+    command = [sys.executable, "-m", "grader", "exercise3", "--submission", str(path), "--json"]
+    commands = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                for _ in range(3)]
+    results = [c.communicate(timeout=300) for c in commands]
+    assert [c.returncode for c in commands] == [2, 2, 2]
+    assert all("SyntaxError" in json.loads(out)["error"] and err == "" for out, err in results)
+    status = run.status()
+    assert status["graded"] == 3  # all three through the one server
+    log = run.socket.with_suffix(".log").read_text(encoding="utf-8")
+    assert log.count("serving on") == 1
+
+
 def test_no_server_and_grade_server_off_never_start_one(runtime, tmp_path, monkeypatch, capsys):
     run = runtime()
     run.use(monkeypatch)
