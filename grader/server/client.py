@@ -204,7 +204,9 @@ class Client:
     def _start(self, backend: str) -> None:
         """Start a server (the lock is held) and wait until it listens."""
         ready_read, ready_write = os.pipe()
-        log = os.open(self.place.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        # appending: a server that is leaving may still write its last lines to the log it shares with this one
+        log = os.open(self.place.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      0o600)
         try:
             launcher = subprocess.Popen(
                 [sys.executable, "-I", "-m", "grader.server", str(self.place.socket), self.identity, repr(self.idle),
