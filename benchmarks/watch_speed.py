@@ -1,13 +1,15 @@
-"""Wall time of a re-grade in `grade --watch` against `python -c "import tensorflow"`.
+"""Wall time of a re-grade in `grade --watch --no-server` against `python -c "import tensorflow"`.
 
-Watch mode keeps a worker of the grader's own with TensorFlow imported; each
-re-grade is a fresh child forked from it (the same confinement as a cold
-`grade`), then the parent's checks and the report. This measures, alternately
-in one session, a re-grade of exercise 3's solution exactly as watch mode does
-it after a save (the first grading, which waits for the worker's import, is not
-counted) and a fresh `python -c "import tensorflow"`; the ratio of the medians
-is the number to read (target: at most 0.3). A cold `grade` is measured too,
-for scale.
+Without the grading server, watch mode keeps a worker of its own with
+TensorFlow imported; each re-grade is a fresh child forked from it (the same
+confinement as a cold `grade`), then the parent's checks and the report. This
+measures, alternately in one session, a re-grade of exercise 3's solution
+exactly as that watch mode does it after a save (the first grading, which
+waits for the worker's import, is not counted) and a fresh
+`python -c "import tensorflow"`; the ratio of the medians is the number to read
+(target: at most 0.3). A cold `grade` is measured too, for scale.
+`benchmarks/grade_speed.py` measures the watch through the server, beside a
+cold and a warm `grade`.
 
     python benchmarks/watch_speed.py [--rounds 7] [--exercise exercise3]
 """
@@ -46,7 +48,7 @@ def main() -> int:
 
     from grader import exercises
     from grader.integrations.batch import Workers
-    from grader.cli import grade_and_show
+    from grader.cli.grading import grade_and_show
     from grader.api import Settings
 
     exercise = exercises.get(args.exercise)

@@ -9,7 +9,6 @@ computes the verdict from the judge's checked answer.
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 
 from .protocol import confinement
@@ -18,24 +17,8 @@ from .exercises.reads import policy as grading_reads
 from .sandbox.process import STARTUP_SECONDS, Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
-
-DEFAULT_SEED = None  # a fresh secret seed for every run
-DEFAULT_TIMEOUT = 120.0
-DEFAULT_MEMORY_MB = 4096
-CHECKS_SECONDS = 60.0
-DEFAULT_BACKEND = "tensorflow"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything that can change a verdict besides the submission, resolved once."""
-
-    seed: int | None = DEFAULT_SEED
-    timeout: float = DEFAULT_TIMEOUT
-    memory_mb: int = DEFAULT_MEMORY_MB
-    checks_timeout: float = CHECKS_SECONDS  # one submission's checks, once its evidence is complete
-    private: tuple[str, ...] = ()  # folders no grading may read (a class's submissions); the solutions always
-    backend: str = DEFAULT_BACKEND  # the Keras backend the submission runs on (grader.backends)
+from .settings import (CHECKS_SECONDS, DEFAULT_BACKEND, DEFAULT_MEMORY_MB, DEFAULT_SEED,  # noqa: F401
+                       DEFAULT_TIMEOUT, Settings)
 
 
 def _default_judges():

@@ -73,26 +73,39 @@ class Comparison:
 
 def grade_all(exercise_id: str, submission: Path, settings, names: list[str] | None = None) -> Comparison:
     """Grade on each of ``names`` (default: every installed backend), the settings' backend first."""
-    from .protocol import job as inputs
     from .api import Grading
 
-    installed = backends.available()
-    names = names or [settings.backend, *[n for n in installed if n != settings.backend]]
-    seed = settings.seed if settings.seed is not None else inputs.new_seed()
-    shared = dataclasses.replace(settings, seed=seed)
+    names, shared = plan(settings, names)
     verdicts, runs = {}, {}
     for name in names:
         grading = Grading(exercise_id, submission, dataclasses.replace(shared, backend=name))
         verdicts[name] = grading.finish()
-        verdicts[name].context["seed_given"] = settings.seed is not None
         runs[name] = grading.run
-    comparison = Comparison(names[0], verdicts,
-                            skipped={n: "not installed" for n in backends.NAMES if n not in installed})
+    return comparison(names, verdicts, runs, settings)
+
+
+def plan(settings, names: list[str] | None = None):
+    """(the backends to grade on, in order; the settings each grading takes, one seed for all)."""
+    from .protocol import job as inputs
+
+    installed = backends.available()
+    names = names or [settings.backend, *[n for n in installed if n != settings.backend]]
+    seed = settings.seed if settings.seed is not None else inputs.new_seed()
+    return names, dataclasses.replace(settings, seed=seed)
+
+
+def comparison(names: list[str], verdicts: dict[str, Verdict], runs: dict, settings) -> Comparison:
+    """The comparison of the gradings ``plan`` asked for: ``verdicts`` and ``runs`` (what each
+    grading process sent) by backend. The seed is shown as the student's only if they gave it."""
+    for verdict in verdicts.values():
+        verdict.context["seed_given"] = settings.seed is not None
+    installed = backends.available()
+    result = Comparison(names[0], verdicts, skipped={n: "not installed" for n in backends.NAMES if n not in installed})
     for name in names[1:]:
         found = compare(names[0], verdicts[names[0]], runs[names[0]], name, verdicts[name], runs[name])
         if found is not None:
-            comparison.differences.append(found)
-    return comparison
+            result.differences.append(found)
+    return result
 
 
 def compare(reference: str, ref_verdict: Verdict, ref_run, name: str, verdict: Verdict, run) -> Difference | None:

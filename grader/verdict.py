@@ -80,3 +80,48 @@ def summarise(exercise: str, submission: str, checks: list[CheckResult], context
 def error_verdict(exercise: str, submission: str, message: str, max_score: float, context: dict) -> Verdict:
     """A submission that could not be graded at all (exit code 2)."""
     return Verdict(exercise, submission, "error", 0.0, max_score, message, [], context)
+
+
+def to_record(verdict: Verdict) -> dict:
+    """Everything the report reads of a verdict, as plain JSON data: the contract's fields, each
+    check's cause and the header's context (``from_record`` makes the same Verdict again)."""
+    return {
+        "exercise": verdict.exercise, "submission": verdict.submission, "status": verdict.status,
+        "score": verdict.score, "max_score": verdict.max_score, "error": verdict.error,
+        "checks": [dict(check.to_json(), cause=check.cause) for check in verdict.checks],
+        "context": verdict.context,
+    }
+
+
+def from_record(record) -> Verdict:
+    """The Verdict ``to_record`` gave; ValueError for anything not of that form."""
+    def text(value, name, optional=False):
+        if (value is None and optional) or isinstance(value, str):
+            return value
+        raise ValueError(f"{name} is not text")
+
+    def number(value, name):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        raise ValueError(f"{name} is not a number")
+
+    if not isinstance(record, dict) or not isinstance(record.get("checks"), list) \
+            or not isinstance(record.get("context"), dict):
+        raise ValueError("a verdict is an object with checks and a context")
+    if record.get("status") not in ("passed", "failed", "error"):
+        raise ValueError("a verdict's status is passed, failed or error")
+    checks = []
+    for check in record["checks"]:
+        if not isinstance(check, dict):
+            raise ValueError("a check is an object")
+        if check.get("status") not in CHECK_STATUSES or check.get("topic") not in TOPICS:
+            raise ValueError("a check's status or topic is not one of the contract's")
+        checks.append(CheckResult(
+            text(check.get("id"), "a check's id"), text(check.get("title"), "a check's title"), check["topic"],
+            check["status"], number(check.get("points"), "a check's points"),
+            number(check.get("max_points"), "a check's max_points"), text(check.get("message"), "a check's message"),
+            text(check.get("cause"), "a check's cause", optional=True)))
+    return Verdict(text(record.get("exercise"), "the exercise"), text(record.get("submission"), "the submission"),
+                   record["status"], number(record.get("score"), "the score"),
+                   number(record.get("max_score"), "the max_score"), text(record.get("error"), "the error", True),
+                   checks, record["context"])

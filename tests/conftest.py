@@ -15,6 +15,10 @@ from grader.api import Grading, Settings, grade_pairs
 from grader.integrations.batch import Workers as _Workers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Every `grade` of the suite grades cold, in this process and in the commands it runs, and leaves no
+# grading server behind: the tests of the server (tests/test_server.py) turn it on for themselves,
+# with a runtime folder of their own, and stop each server they start.
+os.environ["GRADE_SERVER"] = "off"
 # Rich reads the terminal's width from COLUMNS (and a captured output has no terminal): every
 # report a test reads is rendered at this width, whatever the terminal running the suite. Tests
 # of narrower or wider renderings give their Console a width of its own.

@@ -81,7 +81,7 @@ def test_the_code_imports_only_what_its_install_declares():
     import ast
 
     instructor_only = {"integrations/gradebook.py", "integrations/course.py", "notebook.py"}
-    module_package = {"IPython": "ipython", "sklearn": "scikit-learn"}
+    module_package = {"IPython": "ipython", "sklearn": "scikit-learn", "_pytest": "pytest"}
     student, instructor = resolve(()), resolve(("instructor",))
     # Keras's other backends: imported only where a grading runs on one, each from its own extra
     optional = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]

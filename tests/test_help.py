@@ -9,7 +9,8 @@ from grader.cli.common import nearest
 from grader.exercises import tracks
 
 WIDTH = 80
-HELPS = [["--help"]] + [[command, "--help"] for command in cli.COMMANDS]
+HELPS = [["--help"]] + [[command, "--help"] for command in cli.COMMANDS] + [["server", action, "--help"]
+                                                                           for action in ("status", "stop")]
 
 
 def help_text(argv, monkeypatch, capsys) -> str:
@@ -38,6 +39,15 @@ def test_the_overview_has_one_line_with_an_example_per_command(monkeypatch, caps
         assert example.startswith(f"grade {command}") and what.strip(), examples[0]
     assert any(line.startswith("  grade exercise1 ") for line in lines)  # grading itself
     assert any(line.startswith("  grade exercise1 --watch ") for line in lines)
+
+
+def test_the_overview_names_the_grading_server_and_how_to_grade_without_it(monkeypatch, capsys):
+    text = help_text(["--help"], monkeypatch, capsys)
+    assert "  grade server status        the warm grading server (stop: end it)" in text
+    assert "--no-server" in text and "GRADE_SERVER=off" in text and "GRADE_SERVER_IDLE=SECONDS" in text
+    server = help_text(["server", "--help"], monkeypatch, capsys)
+    assert "{status,stop}" in server and "exit code 1 when none runs" in server
+    assert "end it and its workers" in server and "GRADE_SERVER=off" in server
 
 
 def test_the_overview_names_the_exit_codes_and_quiet_tensorflow(monkeypatch, capsys):

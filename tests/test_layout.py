@@ -5,8 +5,8 @@ inside functions too), never by importing anything.
 - the sandbox and the protocol need no TensorFlow (nor Keras, nor anything that imports them);
 - the judge and the checks never import the probe, nor TensorFlow or Keras: a check judges numbers;
 - a probe never imports the judge: what runs beside student code holds nothing of the checks;
-- the grading API, the report and the command line never import TensorFlow or Keras: the parent
-  never does.
+- the grading API, the report, the command line and the grading server never import TensorFlow or
+  Keras: the parent never does.
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def test_a_probe_never_imports_the_judge(module):
     assert {name for name in reached if name.startswith("grader.judge") or name.endswith(".checks")} == set()
 
 
-@pytest.mark.parametrize("module", ["grader.api", "grader.report", "grader.cli", "grader.integrations.batch"])
+@pytest.mark.parametrize("module", ["grader.api", "grader.report", "grader.cli", "grader.integrations.batch",
+                                    "grader.server.daemon", "grader.server.client", "grader.cli.server"])
 def test_the_grading_parent_never_imports_a_framework(module):
     assert _reached(module) & FRAMEWORKS == set()

@@ -44,7 +44,8 @@ def test_the_readme_says_the_first_run_scores_zero_out_of_what_the_stub_can_earn
 
 @pytest.mark.parametrize("words", ["grade list", "grade exercise1", "grade exercise1 --watch", "grade hint exercise1",
                                    "grade explain exercise3", "source .venv/bin/activate",
-                                   "TF_CPP_MIN_LOG_LEVEL=3", "grade init"])
+                                   "TF_CPP_MIN_LOG_LEVEL=3", "grade init", "grade server status",
+                                   "grade --no-server"])
 def test_the_readme_gives_the_student_loop(words):
     assert words in README
 

@@ -12,6 +12,7 @@ COMMANDS = {
     "list": ("student", "list_command"),
     "hint": ("student", "hint_command"),
     "explain": ("explain", "explain_command"),
+    "server": ("server", "server_command"),
     "nbgrader-course": ("classes", "course_command"),
     "batch": ("classes", "batch_command"),
     "merge": ("classes", "merge_command"),

@@ -94,7 +94,7 @@ def add_backend_argument(parser: argparse.ArgumentParser) -> None:
 def resolve_settings(args, parser):
     """Each setting from its flag, else its environment variable, else the default;
     a bad value is reported with where it came from."""
-    from ..api import DEFAULT_MEMORY_MB, DEFAULT_SEED, DEFAULT_TIMEOUT, Settings
+    from ..settings import DEFAULT_MEMORY_MB, DEFAULT_SEED, DEFAULT_TIMEOUT, Settings
 
     def pick(flag_value, env_name, default, convert, minimum, flag):
         if flag_value is not None:

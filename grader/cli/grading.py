@@ -1,4 +1,9 @@
-"""``grade EXERCISE``: grade a working copy or a submission, once or on every save (``--watch``)."""
+"""``grade EXERCISE``: grade a working copy or a submission, once or on every save (``--watch``).
+
+A grading goes through this user's warm grading server (``grader.server``) unless ``--no-server``
+or ``GRADE_SERVER=off`` says otherwise, or results for a grading platform are asked for; the
+verdict it returns is rendered here, as a cold grading's is. Where the server cannot be used, the
+grading is made here, cold, and stderr says why."""
 
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ for students:
   grade exercise1 --watch    grade again each time you save the file
   grade hint exercise1       the next hint (--all: every hint)
   grade explain exercise3    measure why the encoder needs two norms
+  grade server status        the warm grading server (stop: end it)
 
 for instructors:
   grade nbgrader-course course                    an nbgrader course
@@ -45,8 +51,9 @@ exit codes: 0 every check passed, 1 some check failed, 2 the submission could
 not be graded.
 environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set
 the defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says
-where progress and hints are remembered. TF_CPP_MIN_LOG_LEVEL=3 keeps
-TensorFlow's C++ logs quiet."""
+where progress and hints are remembered; GRADE_SERVER=off grades without the
+warm server, GRADE_SERVER_IDLE=SECONDS is its idle time (default 900).
+TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
 
 
 def _grade_parser() -> argparse.ArgumentParser:
@@ -70,6 +77,9 @@ def _grade_parser() -> argparse.ArgumentParser:
                         help="grade on every installed Keras backend and say whether the layer behaves the same "
                              "on all: the same verdict, outputs and gradients (the first check and call that "
                              "differ, where not)")
+    parser.add_argument("--no-server", action="store_true",
+                        help="grade in a fresh process, without the warm grading server that keeps TensorFlow "
+                             "imported between gradings (GRADE_SERVER=off does the same)")
     add_settings_arguments(parser)
     platforms = parser.add_argument_group("results for grading platforms (written whatever the outcome)")
     platforms.add_argument("--gradescope-results", type=Path, metavar="FILE",
@@ -116,42 +126,124 @@ def grade_command(argv: list[str]) -> int:
                                     f"in {Path.cwd()} or a folder above it. Make a workspace with `grade init DIR` "
                                     "and run grade inside it, or grade a file anywhere with --submission PATH.\n")
 
-    if args.all_backends:
+    warm = warm_grader(args, parser, platform_results)
+    try:
+        if args.all_backends:
+            if note:
+                print(note, file=sys.stderr)
+            return all_backends(exercise, submission, settings, args, parser, warm)
+        if args.json or platform_results:
+            if note:
+                print(note, file=sys.stderr)
+            verdict = grade_and_write_results(exercise, submission, settings, args, warm)
+            if args.json:
+                print(json.dumps(verdict.to_json(), indent=2))
+            else:
+                from rich.console import Console
+
+                from ..report import render
+
+                Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
+            return verdict.exit_code
+
+        from rich.console import Console
+
+        console = Console()
         if note:
-            print(note, file=sys.stderr)
-        return all_backends(exercise, submission, settings, args, parser)
-    if args.json or platform_results:
-        if note:
-            print(note, file=sys.stderr)
-        verdict = grade_and_write_results(exercise, submission, settings, args)
-        if args.json:
-            print(json.dumps(verdict.to_json(), indent=2))
-        else:
-            from rich.console import Console
-
-            from ..report import render
-
-            Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
-        return verdict.exit_code
-
-    from rich.console import Console
-
-    console = Console()
-    if note:
-        say(console, note, "yellow")
-    if submission.is_dir():
-        submission = _submission_in(exercise, submission, parser)
-    view = {"details": args.details, "all_checks": args.all_checks}
-    if args.watch:
-        return watch(exercise, submission, settings, console, view)
-    return grade_and_show(exercise, submission, settings, console, view=view).exit_code
+            say(console, note, "yellow")
+        if submission.is_dir():
+            submission = _submission_in(exercise, submission, parser)
+        view = {"details": args.details, "all_checks": args.all_checks}
+        if args.watch:
+            return watch(exercise, submission, settings, console, view, warm)
+        return grade_and_show(exercise, submission, settings, console, view=view, grader=warm).exit_code
+    except ServerLost as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_ERROR
 
 
-def all_backends(exercise, submission: Path, settings, args, parser) -> int:
+class ServerLost(Exception):
+    """The grading server stopped while grading, or could not grade: no verdict (exit code 2)."""
+
+
+class WarmGrader:
+    """Grades through this user's grading server, started on first use; where the server cannot be
+    used (its folder is not private, it cannot start), through ``fallback`` (a cold grading by
+    default), saying why once on stderr."""
+
+    def __init__(self, fallback=None):
+        self._fallback = fallback
+        self._client = None
+        self._unavailable = False
+
+    def _reached(self):
+        from ..server.client import Client, Unavailable
+
+        if self._client is None and not self._unavailable:
+            try:
+                self._client = Client()
+            except Unavailable as exc:
+                self._give_up(exc)
+        return self._client
+
+    def _give_up(self, why) -> None:
+        self._unavailable, self._client = True, None
+        print(f"grade: grading without the warm grading server: {why}", file=sys.stderr)
+
+    def _through(self, call, cold):
+        from ..server.client import Failed, Stopped, Unavailable
+
+        client = self._reached()
+        if client is not None:
+            try:
+                return call(client)
+            except Unavailable as exc:
+                self._give_up(exc)
+            except (Stopped, Failed) as exc:
+                raise ServerLost(str(exc)) from None
+        return cold()
+
+    def __call__(self, exercise_id: str, submission: Path, settings):
+        def cold():
+            if self._fallback is not None:
+                return self._fallback(exercise_id, submission, settings)
+            from ..api import grade
+
+            return grade(exercise_id, submission, settings)
+
+        return self._through(lambda client: client.grade(exercise_id, submission, settings), cold)
+
+    def grade_all(self, exercise_id: str, submission: Path, settings):
+        from ..portability import grade_all
+
+        return self._through(lambda client: client.grade_all(exercise_id, submission, settings),
+                             lambda: grade_all(exercise_id, submission, settings))
+
+
+def warm_grader(args, parser, platform_results) -> "WarmGrader | None":
+    """The server's grader for this command, or None to grade cold: ``--no-server``, ``GRADE_SERVER=off``,
+    and results for a grading platform (a platform's container grades once, and keeps nothing running)."""
+    from ..server import place
+
+    try:
+        wanted = place.wanted()
+        place.idle_seconds()
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.no_server or platform_results or not wanted:
+        return None
+    return WarmGrader()
+
+
+def all_backends(exercise, submission: Path, settings, args, parser, warm=None) -> int:
     """``--all-backends``: grade on each installed backend, TensorFlow's verdict first, and compare.
     The exit code is the TensorFlow verdict's."""
     from ..student import progress
-    from ..portability import grade_all
+
+    if warm is not None:
+        grade_all = warm.grade_all
+    else:
+        from ..portability import grade_all
 
     if submission.is_dir():
         submission = _submission_in(exercise, submission, parser)
@@ -174,17 +266,21 @@ def all_backends(exercise, submission: Path, settings, args, parser) -> int:
     return verdict.exit_code
 
 
-def grade_and_write_results(exercise, submission: Path, settings, args):
-    """Grade once, without a spinner, and write the results files asked for. A folder that
-    holds no single submission is an ungradable submission (exit code 2), reported in them too."""
+def grade_and_write_results(exercise, submission: Path, settings, args, warm=None):
+    """Grade once, without a spinner (through ``warm``, the server's grader, if given), and write the
+    results files asked for. A folder that holds no single submission is an ungradable submission
+    (exit code 2), reported in them too."""
     import platform
     import time
 
     from ..integrations import platforms
     from ..student import progress
-    from ..api import grade, max_points
     from ..verdict import error_verdict
 
+    if warm is not None:
+        grade = warm
+    else:
+        from ..api import grade
     started = time.perf_counter()
     if submission.is_dir():
         try:
@@ -193,6 +289,8 @@ def grade_and_write_results(exercise, submission: Path, settings, args):
             context = {"title": exercise.title, "timeout": settings.timeout, "memory_mb": settings.memory_mb,
                        "seed": settings.seed if settings.seed is not None else "none (nothing was graded)",
                        "seed_given": settings.seed is not None, "python": platform.python_version()}
+            from ..api import max_points
+
             verdict = error_verdict(exercise.id, str(submission), str(exc), max_points(exercise.id), context)
         else:
             verdict = grade(exercise.id, submission, settings)
@@ -218,19 +316,24 @@ def _submission_in(exercise, folder: Path, parser) -> Path:
 
 
 def grade_and_show(exercise, submission: Path, settings, console, watching: bool = False, runner=None,
-                   view: dict | None = None):
-    """Grade and print the report; ``runner`` starts the child (a fresh process by default, a fork
-    of the warm worker in watch mode); ``view`` holds the report's options (``details``,
-    ``all_checks``). In watch mode the new report replaces the last one on the screen once it is
-    ready."""
+                   view: dict | None = None, grader=None):
+    """Grade and print the report. ``grader(exercise_id, submission, settings)`` gives the verdict
+    (``WarmGrader``: through the grading server); without it, ``runner`` starts the child (a fresh
+    process by default, a fork of the warm worker in watch mode). ``view`` holds the report's
+    options (``details``, ``all_checks``). In watch mode the new report replaces the last one on the
+    screen once it is ready."""
     from ..student import progress
-    from ..api import Grading
     from ..report import render
 
     with console.status(f"Grading {submission} …", spinner="dots"):
-        grading = Grading(exercise.id, submission, settings) if runner is None else \
-            Grading(exercise.id, submission, settings, runner=runner)
-        verdict = grading.finish()
+        if grader is not None:
+            verdict = grader(exercise.id, submission, settings)
+        else:
+            from ..api import Grading
+
+            grading = Grading(exercise.id, submission, settings) if runner is None else \
+                Grading(exercise.id, submission, settings, runner=runner)
+            verdict = grading.finish()
     progress.record_verdict(verdict)
     verdict.context["watching"] = watching
     if watching:
@@ -239,8 +342,10 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
     return verdict
 
 
-def watch(exercise, submission: Path, settings, console, view: dict | None = None) -> int:
-    """Grade now, then again after every save of ``submission``, until Ctrl-C."""
+def watch(exercise, submission: Path, settings, console, view: dict | None = None, warm=None) -> int:
+    """Grade now, then again after every save of ``submission``, until Ctrl-C. Through ``warm`` (the
+    grading server's grader) if given; else, or where the server cannot be used, through a worker
+    of this command's own."""
     from watchfiles import watch as watch_files
 
     if not submission.parent.is_dir():
@@ -255,15 +360,30 @@ def watch(exercise, submission: Path, settings, console, view: dict | None = Non
     )
     # A worker of the grader's own imports TensorFlow once; each grading is a fresh child forked
     # from it, with the same confinement as a cold grading, so a re-grade skips the import.
-    from ..integrations.batch import Workers
+    own: list = []
 
-    workers = Workers(backend=settings.backend)
+    def forked(exercise_id, path, grading_settings):
+        from ..api import Grading
+        from ..integrations.batch import Workers
+
+        if not own:
+            own.append(Workers(backend=grading_settings.backend))
+        return Grading(exercise_id, path, grading_settings, runner=own[0]).finish()
+
+    grader = forked if warm is None else WarmGrader(fallback=forked)
+
+    def grade_once():
+        try:
+            return grade_and_show(exercise, submission, settings, console, watching=True, view=view, grader=grader)
+        except ServerLost as exc:
+            say(console, f"{str(exc)[:1].upper()}{str(exc)[1:]}.", "red")
+            return None
+
     try:
-        return watch_loop(submission, wakeups, lambda: grade_and_show(exercise, submission, settings, console,
-                                                                       watching=True, runner=workers, view=view),
-                          console)
+        return watch_loop(submission, wakeups, grade_once, console)
     finally:
-        workers.close()
+        for workers in own:
+            workers.close()
 
 
 def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
@@ -279,7 +399,7 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
 
     graded = file_digest(submission)
     started = time.monotonic()
-    verdict = grade_once()
+    verdict = grade_once()  # None: no verdict this time (the grading server stopped while grading)
     _status(console, submission, time.monotonic() - started)
     try:
         for _changes in wakeups:
@@ -292,7 +412,7 @@ def watch_loop(submission: Path, wakeups, grade_once, console) -> int:
             _status(console, submission, time.monotonic() - started)
     except KeyboardInterrupt:
         pass
-    return verdict.exit_code
+    return verdict.exit_code if verdict is not None else EXIT_ERROR
 
 
 def _status(console, submission: Path, seconds: float) -> None:

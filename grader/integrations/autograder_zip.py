@@ -54,6 +54,7 @@ SETUP_SH = r"""#!/usr/bin/env bash
 #   GRADE_VENV       where the virtual environment goes (default $AUTOGRADER_ROOT/venv)
 #   GRADE_BIN_DIR    where the `grade` command is linked (default /usr/local/bin)
 set -euo pipefail
+export GRADE_SERVER=off  # an image is built, then graded in: no warm grading server is left running
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
 VENV="${GRADE_VENV:-$ROOT/venv}"
@@ -109,6 +110,7 @@ RUN_AUTOGRADER = r"""#!/usr/bin/env bash
 # __EXERCISE__.ipynb) and writes $AUTOGRADER_ROOT/results/results.json. The report printed
 # here goes to Gradescope's stdout log, which only instructors see.
 set -uo pipefail
+export GRADE_SERVER=off  # one grading per container: no warm grading server
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 EXERCISE=__EXERCISE__
 VISIBILITY=__VISIBILITY__

@@ -297,8 +297,9 @@ def _unique(submissions: list[Submission], refused: list[Submission]):
 
 
 class Workers:
-    """The runner of ``grade batch``: one worker with TensorFlow imported (``grader.sandbox.forkserver``,
-    replaced whenever it fails), and one forked child per submission."""
+    """The runner of ``grade batch``, of ``--watch`` and of the grading server (``grader.server``): one
+    worker with TensorFlow imported (``grader.sandbox.forkserver``, replaced whenever it fails), and
+    one forked child per submission."""
 
     def __init__(self, ready_seconds: float = forkserver.READY_SECONDS,
                  fork_seconds: float = forkserver.FORK_SECONDS, backend: str = "tensorflow"):

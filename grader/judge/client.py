@@ -185,3 +185,19 @@ def shared_judges() -> Judges:
         if _shared is None:
             _shared = Judges()
         return _shared
+
+
+def shared_judges_pid() -> int | None:
+    """The process id of this process's judge server, if it has one running."""
+    with _shared_lock:
+        worker = _shared.server.worker if _shared is not None else None
+        return worker.pid if worker is not None else None
+
+
+def close_shared_judges() -> None:
+    """End this process's judge server, if it started one (``shared_judges`` would start another)."""
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            _shared.close()
+            _shared = None
