@@ -15,7 +15,12 @@ def check(id: str, title: str, topic: str, points: float = 1):
 
 
 class CheckFailed(AssertionError):
-    """The student's layer does not have the checked property."""
+    """The student's layer does not have the checked property; ``cause``, when the evidence shows
+    that the failure of another check explains this one, names that check."""
+
+    def __init__(self, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 class Unavailable(Exception):
@@ -27,6 +32,7 @@ class Unavailable(Exception):
         self.message = message
 
 
-def fail(observed: str, expected: str, why: str) -> None:
-    """Fail the current check with a message that teaches."""
-    raise CheckFailed(f"Observed: {observed}\nExpected: {expected}\nWhy it matters: {why}")
+def fail(observed: str, expected: str, why: str, cause: str | None = None) -> None:
+    """Fail the current check with a message that teaches. ``cause``: the check whose failure, as the
+    evidence shows, explains this one (its report then tells this failure under that one)."""
+    raise CheckFailed(f"Observed: {observed}\nExpected: {expected}\nWhy it matters: {why}", cause)
