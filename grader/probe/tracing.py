@@ -33,6 +33,9 @@ IDENTITY = tuple(c for c in (
     getattr(_L, name, None) for name in ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
                                          "GaussianDropout", "GaussianNoise", "AlphaDropout", "Identity",
                                          "ActivityRegularization")) if c is not None)
+_BASE_COMPUTE_ATTENTION = inspect.signature(_L.MultiHeadAttention._compute_attention)
+_BASE_COMPUTE_ATTENTION = _BASE_COMPUTE_ATTENTION.replace(
+    parameters=list(_BASE_COMPUTE_ATTENTION.parameters.values())[1:])  # without self
 MASK_ARGUMENTS = ("mask", "attention_mask", "query_mask", "value_mask", "key_mask")
 
 
@@ -294,10 +297,15 @@ class CallTracer:
         original = type(layer)._compute_attention.__get__(layer)
 
         def compute_attention(*args, **kwargs):
-            try:
-                bound = inspect.signature(original).bind(*args, **kwargs).arguments
-            except TypeError:
-                bound = {}
+            bound = {}
+            # Keras calls _compute_attention as MultiHeadAttention declares it, whatever a subclass's
+            # override is named (an override of (*args, **kwargs) names nothing)
+            for signature in (_BASE_COMPUTE_ATTENTION, inspect.signature(original)):
+                try:
+                    bound = signature.bind(*args, **kwargs).arguments
+                    break
+                except (TypeError, ValueError):
+                    continue
             event["constants"]["mask"] = array(bound.get("attention_mask"))
             event["constants"]["causal"] = bool(bound.get("use_causal_mask", False)) and \
                 bound.get("attention_mask") is None
