@@ -19,8 +19,10 @@ import pytest
 from . import analysis, reference
 from .evidence import format_student_error
 from .framework import fail
+from .ops import View, role_shape
 
 LAYER_NAME = "layer_under_test"
+DENSE_KINDS = ("dense", "conv", "einsum_dense")  # what computes a Dense at each position
 
 SHARED_NORM_WHY = (
     "Each LayerNormalization learns its own scale (gamma) and shift (beta). Each norm sees a "
@@ -36,7 +38,7 @@ ONE_NORM_WHY = (
 )
 SHARED_NORM_SEE = "See weights.norm_parameters and gradients.norms_differ: one shared norm, one explanation."
 PADDING_WHY = "Attention to padding lets the amount of padding in a batch change how real tokens are encoded."
-KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsum_dense": "dense",
+KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "conv": "dense", "einsum_dense": "dense",
               "embedding": "embedding", "add": "add", "activation": "activation", "relu": "relu"}
 
 # --------------------------------------------------------------------------- fixtures
@@ -131,11 +133,20 @@ class Structure:
 
     @property
     def dense_steps(self):
-        return self.of("dense", "einsum_dense")
+        return self.of(*DENSE_KINDS)
 
     @property
     def sequence(self) -> list[str]:
-        return [KIND_WORDS[s.kind] for s in self.of("attention", "norm", "dense", "einsum_dense", "embedding")]
+        return [KIND_WORDS[s.kind] for s in self.of("attention", "norm", *DENSE_KINDS, "embedding")]
+
+    def role_shapes(self) -> dict:
+        """{variable key: its shape in the role it plays} for the variables of the verified call whose
+        role has another shape than the variable (a Conv1D kernel that is a Dense kernel); none for a
+        call that is only claimed."""
+        if not self.verified:
+            return {}
+        return {str(key): key.shape for step in self.observed.steps(*KIND_WORDS)
+                for key in step.params.values() if isinstance(key, View)}
 
     def describe(self) -> str:
         return " → ".join(self.sequence) or "no attention, norm, dense or embedding layer at all"
@@ -297,8 +308,11 @@ def trainable_keys(forward: dict) -> set[str]:
 
 
 def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str],
-                            why: str | None = None) -> None:
-    observed = Counter(tuple(np.shape(values[k])) for k in trainable_keys(forward) if k in values)
+                            why: str | None = None, roles: dict | None = None) -> None:
+    """The trainable weights have the ``expected`` shapes, each counted in the shape of the role the
+    verified call gives it (``roles``: key -> shape, from ``Structure.role_shapes``)."""
+    roles = roles or {}
+    observed = Counter(roles.get(k, tuple(np.shape(values[k]))) for k in trainable_keys(forward) if k in values)
     wanted = Counter(expected)
     if observed == wanted:
         return
@@ -337,7 +351,7 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
     for step in structure.of("attention")[:1]:
         heads = step.constants.get("num_heads")
         kernel = step.params.get("query_kernel")
-        key_dim = int(np.shape(values[kernel])[-1]) if kernel in values else step.constants.get("key_dim")
+        key_dim = int(role_shape(kernel, values)[-1]) if kernel in values else step.constants.get("key_dim")
         if key_dim != want:
             hints.append(f"MultiHeadAttention has key_dim={key_dim}; this exercise (like the book) uses "
                          f"key_dim={rule}={want}")
@@ -1154,7 +1168,7 @@ def pseudo_steps_of(leaves: list[dict]) -> list:
 
     steps = []
     for event in leaves:
-        if event["kind"] in ("attention", "norm", "dense", "einsum_dense", "embedding"):
+        if event["kind"] in ("attention", "norm", *DENSE_KINDS, "embedding"):
             params = {r: (None if k is None else str(k)) for r, k in (event.get("params") or {}).items()
                       if isinstance(r, str) and (k is None or isinstance(k, int))}
             constants = event.get("constants") if isinstance(event.get("constants"), dict) else {}

@@ -32,7 +32,7 @@ from ..protocol import records
 from . import budget, ops, tape
 
 # kinds the child reports (grader/probe/tracing.py), and what the replay does with them
-LEAF_KINDS = ("attention", "dense", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
+LEAF_KINDS = ("attention", "dense", "conv", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
               "average_pool", "max_pool", "flatten")
 OTHER_KINDS = ("container", "opaque")
 MAX_EVENTS = 5000
@@ -221,6 +221,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         if not close(local, recorded_output):
             raise ReplayFailed(f"{label}'s output is not what a {event['class']} computes from its inputs and "
                                f"weights ({_difference(local, recorded_output)})")
+        if kind == "conv":  # verified as a Dense at each position: its kernel plays a Dense kernel's role
+            kernel = params["kernel"]
+            params["kernel"] = ops.View(kernel, np.shape(values[kernel])[1:])
         steps.append(step)
         step_of_event[event["index"]] = step.index
         terms[("step", step.index)] = recorded_output.astype(np.float64)
@@ -452,6 +455,7 @@ def _params(event: dict, values: dict, label: str) -> dict:
 REQUIRED = {
     "attention": ("query_kernel", "key_kernel", "value_kernel", "output_kernel"),
     "dense": ("kernel",),
+    "conv": ("kernel",),
     "einsum_dense": ("kernel",),
     "embedding": ("embeddings",),
 }
@@ -465,7 +469,9 @@ def _constants(event: dict, label: str) -> dict:
     for role in REQUIRED.get(kind, ()):
         if (event.get("params") or {}).get(role) is None:
             raise ReplayFailed(f"{label} has no {role}")
-    if kind in ("dense", "einsum_dense", "activation"):
+    if kind == "conv":
+        _pointwise(constants, label)
+    if kind in ("dense", "conv", "einsum_dense", "activation"):
         if constants.get("activation", "linear") not in ops.ACTIVATIONS:
             raise ReplayFailed(f"{label} uses an activation the grader cannot replay")
     if kind == "einsum_dense":
@@ -494,6 +500,20 @@ def _constants(event: dict, label: str) -> dict:
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
                 raise ReplayFailed(f"{label}'s {name} is malformed")
     return constants
+
+
+def _pointwise(constants: dict, label: str) -> None:
+    """ReplayFailed unless the convolution looks at one position at a time: kernel size 1, stride 1,
+    one group, channels last. Its padding and dilation then change nothing."""
+    def one(name):
+        value = constants.get(name)
+        return isinstance(value, list) and len(value) == 1 and value[0] == 1
+
+    if not one("kernel_size"):
+        raise ReplayFailed(f"{label} has a kernel wider than one position, which mixes neighbouring positions: the "
+                           "grader replays a convolution only of kernel size 1 (a Dense applied at each position)")
+    if not one("strides") or constants.get("groups") != 1 or constants.get("data_format") != "channels_last":
+        raise ReplayFailed(f"{label} uses strides, groups or channels first, which the grader does not replay")
 
 
 def _integral(tensor: np.ndarray) -> bool:
@@ -648,6 +668,8 @@ def _apply(step: Step, values: dict, argument):
     names = list(step.inputs)
     if kind == "dense":
         return ops.dense(arg(names[0]), weight("kernel"), weight("bias"), c.get("activation", "linear"))
+    if kind == "conv":
+        return ops.pointwise_conv(arg(names[0]), weight("kernel"), weight("bias"), c.get("activation", "linear"))
     if kind == "einsum_dense":
         return ops.einsum_dense(arg(names[0]), weight("kernel"), weight("bias"), c["equation"], c.get("bias_axes"),
                                 c.get("activation", "linear"))

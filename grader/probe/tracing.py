@@ -79,15 +79,36 @@ class Registry:
         return None if variable is None else self.variable(variable)
 
 
+# kinds computed position by position along the last axis: a TimeDistributed of one computes what the
+# layer itself computes on the whole sequence
+POSITION_WISE = ("dense", "conv", "norm", "identity", "activation", "relu")
+
+
+def computing_layer(layer):
+    """The layer whose computation a call of ``layer`` is: the layer a TimeDistributed wraps (it
+    calls the wrapped layer's call() once per position, never through __call__), else itself."""
+    wrapped = getattr(layer, "layer", None)
+    if isinstance(layer, _L.TimeDistributed) and isinstance(wrapped, _Layer) and \
+            _own_kind(wrapped) in POSITION_WISE:
+        return wrapped
+    return layer
+
+
 def kind_of(layer) -> str:
     """What the grader can replay of this layer: a kind of leaf, a container of other layers,
     or opaque (decided after the call when a container ran no layer at all)."""
+    return _own_kind(computing_layer(layer))
+
+
+def _own_kind(layer) -> str:
     if isinstance(layer, _L.MultiHeadAttention):
         return "attention"
     if isinstance(layer, _L.EinsumDense):
         return "einsum_dense"
     if isinstance(layer, _L.Dense):
         return "dense"
+    if isinstance(layer, _L.Conv1D):
+        return "conv"
     if isinstance(layer, _L.LayerNormalization):
         return "norm"
     if isinstance(layer, _L.Embedding):
@@ -124,6 +145,9 @@ def _activation_name(function) -> str:
 def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tuple[dict, dict]:
     """(params, constants) of one layer call: the variables it uses by role, and its settings."""
     p, c = {}, {}
+    if computing_layer(layer) is not layer:
+        c["wrapped_by"] = keras_class(layer)
+        layer = computing_layer(layer)
     if kind == "attention":
         for role in ("query", "key", "value", "output"):
             dense = getattr(layer, f"_{role}_dense", None)
@@ -147,6 +171,15 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
         p["bias"] = registry.param(getattr(layer, "bias", None))
         c["activation"] = _activation_name(layer.activation)
         c["units"] = int(getattr(layer, "units", 0) or 0)
+    elif kind == "conv":
+        p["kernel"] = registry.param(getattr(layer, "kernel", None))
+        p["bias"] = registry.param(getattr(layer, "bias", None))
+        c["activation"] = _activation_name(layer.activation)
+        for name in ("kernel_size", "strides", "dilation_rate"):
+            c[name] = [int(v) for v in getattr(layer, name, ()) or ()]
+        c["padding"] = str(getattr(layer, "padding", ""))
+        c["data_format"] = str(getattr(layer, "data_format", ""))
+        c["groups"] = int(getattr(layer, "groups", 1) or 1)
     elif kind == "einsum_dense":
         p["kernel"] = registry.param(getattr(layer, "kernel", None))
         p["bias"] = registry.param(getattr(layer, "bias", None))
@@ -160,6 +193,8 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
         axis = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
         rank = len(arguments["inputs"].shape) if "inputs" in arguments and hasattr(arguments["inputs"], "shape") \
             else None
+        if rank is not None and "wrapped_by" in c:
+            rank -= 1  # the wrapped norm sees one position at a time
         c["last_axis"] = len(axis) == 1 and (axis[0] == -1 or (rank is not None and axis[0] == rank - 1))
         c["rms_scaling"] = bool(getattr(layer, "rms_scaling", False))
     elif kind == "embedding":

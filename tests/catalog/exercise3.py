@@ -587,3 +587,66 @@ MISTAKES += [
         only=True,
     ),
 ]
+
+# --------------------------------------------------------------------------- the feed-forward, written other ways
+# Each computes Dense(embed_dim)(relu(Dense(dense_dim)(h))) at every position and must pass at full marks.
+
+FFN = '''        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )'''
+
+
+def _ffn(replacement: str, prefix: str = "") -> str:
+    return edit((FFN, replacement), prefix=prefix)
+
+
+VARIANTS += [
+    # the paper's "two convolutions with kernel size 1", as a feed-forward layer of its own (the style of
+    # Siddhesh290307/Transformer_Implementation, model/fnn.py: FNNLayer of two Conv1D(kernel_size=1))
+    Variant("conv1d_kernel_one_feed_forward_layer", _ffn(
+        "        self.dense_proj = PositionWiseFeedForward(embed_dim, dense_dim)",
+        prefix='''from keras import layers as _layers
+
+
+class PositionWiseFeedForward(_layers.Layer):
+    def __init__(self, d_model, dff, **kwargs):
+        super().__init__(**kwargs)
+        self.conv_1 = _layers.Conv1D(filters=dff, kernel_size=1, activation="relu")
+        self.conv_2 = _layers.Conv1D(filters=d_model, kernel_size=1)
+
+    def call(self, x):
+        return self.conv_2(self.conv_1(x))
+
+
+''')),
+    # at kernel size 1, padding and dilation change nothing
+    Variant("conv1d_kernel_one_same_padding_and_dilation", _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Conv1D(dense_dim, 1, padding="same", dilation_rate=2, activation="relu"),
+                layers.Conv1D(embed_dim, kernel_size=1, padding="causal"),
+            ]
+        )''')),
+    Variant("time_distributed_dense_feed_forward", _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.TimeDistributed(layers.Dense(dense_dim, activation="relu")),
+                layers.TimeDistributed(layers.Dense(embed_dim)),
+            ]
+        )''')),
+]
+
+MISTAKES.append(Mistake(
+    # a convolution three positions wide is no position-wise feed-forward: each output reads its
+    # neighbours, padded positions included
+    "conv1d_kernel_three_feed_forward",
+    _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Conv1D(dense_dim, 3, padding="same", activation="relu"),
+                layers.Conv1D(embed_dim, kernel_size=1),
+            ]
+        )'''),
+    ("forward.post_norm", "mask.padding_invariance"),
+    "kernel wider than one position",
+))

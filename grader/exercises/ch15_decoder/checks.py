@@ -38,7 +38,7 @@ def check_trainable_list(forward, structure, dims, values):
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",
-        shared + hints, why,
+        shared + hints, why, structure.role_shapes(),
     )
     structure.confirm()
 

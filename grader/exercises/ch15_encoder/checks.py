@@ -38,7 +38,7 @@ def check_trainable_list(forward, structure, dims, values):
                "Dense(intermediate_dim) and Dense(hidden_dim), 2 for each norm")
     shared, why = shared_norm_reason(structure)
     hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"))
-    assert_trainable_shapes(forward, values, expected, summary, shared + hints, why)
+    assert_trainable_shapes(forward, values, expected, summary, shared + hints, why, structure.role_shapes())
     structure.confirm()
 
 

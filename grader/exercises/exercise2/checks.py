@@ -83,7 +83,8 @@ def check_trainable_list(forward, structure, dims, values):
     e = dims["embed_dim"]
     expected = attention_shapes(e, dims["num_heads"]) + [(e,), (e,)]
     assert_trainable_shapes(forward, values, expected, "8 for MultiHeadAttention(num_heads, key_dim=embed_dim), "
-                            "2 for the norm", attention_hints(structure, dims, values))
+                            "2 for the norm", attention_hints(structure, dims, values),
+                            roles=structure.role_shapes())
     structure.confirm()
 
 

@@ -118,7 +118,7 @@ def check_trainable_list(forward, structure, dims, values):
                "Dense(embed_dim), 2 for each norm")
     shared, why = shared_norm_reason(structure)
     assert_trainable_shapes(forward, values, expected, summary, shared + attention_hints(structure, dims, values),
-                            why)
+                            why, structure.role_shapes())
     structure.confirm()
 
 
