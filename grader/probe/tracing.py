@@ -231,6 +231,10 @@ class CallTracer:
             if (not tracer._stack and layer is not tracer.root) or is_symbolic((args, kwargs)):
                 # symbolic calls (Keras building a layer by tracing it) are not the computation
                 return tracer._original_call(layer, *args, **kwargs)
+            if not tracer._stack:
+                # the layer's own call() then sees the very tensors its tape starts from: Keras would
+                # turn a NumPy argument into a new tensor the tape has never seen
+                args, kwargs = _as_tensors(args), _as_tensors(kwargs)
             return tracer._record(layer, args, kwargs)
 
         _Layer.__call__ = traced_call
@@ -268,10 +272,11 @@ class CallTracer:
         enclosing = self._current_tape()
         if not inside:
             event["inputs"] = _tensor_arguments(arguments, kind)
-            if enclosing is not None and kind not in ("container", "opaque"):
-                # which of its inputs the enclosing layer's own operations made (glue between sublayers)
+            if enclosing is not None:
+                # which of its arguments the enclosing layer's own operations made (glue between sublayers):
+                # a Keras layer's inputs, and every tensor a layer of the student's own receives, masks too
                 made = {name: enclosing.producer(value) for name, value in _tensor_objects(arguments).items()
-                        if name in event["inputs"]}
+                        if name in event["inputs"] or kind in ("container", "opaque")}
                 if any(made.values()):
                     event["input_ops"] = {name: ref for name, ref in made.items() if ref is not None}
             params, constants = describe_call(layer, self.registry, kind, arguments)
@@ -349,6 +354,19 @@ class CallTracer:
 
         layer.__dict__["_compute_attention"] = compute_attention
         self._hooked.append(layer)
+
+
+def _as_tensors(value):
+    """``value`` with every NumPy array in it (in lists, tuples and dicts) as a backend tensor."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return keras.ops.convert_to_tensor(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_tensors(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_tensors(v) for k, v in value.items()}
+    return value
 
 
 def _bind(layer, args, kwargs) -> dict:
