@@ -206,12 +206,63 @@ def attends_over(observed: analysis.Observed, *sources: str) -> bool:
     return False
 
 
+NO_ATTENTION_FOUND = (
+    "the grader verified your layer's computation but found no attention over its inputs in it to read this "
+    "from (it recognises MultiHeadAttention, and an attention written as three Dense projections whose outputs "
+    "operations combine, followed by a Dense)"
+)
+
+
 def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> analysis.Observed:
     """``observed`` if it is verified and attends over its inputs; otherwise not checked."""
     analysis.require_verified(observed, see)
     if not attends_over(observed, *sources):
-        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        analysis.not_checked(NO_ATTENTION_FOUND, see)
     return observed
+
+
+def computed_layer(observed: analysis.Observed, see: str) -> analysis.Observed:
+    """``observed`` if it is verified, whatever the grader recognised in it: what a check of behaviour
+    (gradients, inference) needs; otherwise not checked."""
+    return analysis.require_verified(observed, see)
+
+
+def mixes_positions(observed: analysis.Observed, values: dict, name: str, real: np.ndarray,
+                    outputs: np.ndarray | None = None) -> bool:
+    """Whether the verified call's output at a real position depends on another real position of its
+    input ``name``: the parent changes one real position of its own input and runs the computation
+    again. ``real`` marks the input's real positions; ``outputs`` the output's, when the input is not
+    the sequence the output is made of (the encoder outputs a decoder reads): then any real output
+    position counts, else only the others. A layer that mixes no positions is trivially blind to
+    padding, and a check of that says nothing."""
+    if observed.program is None:
+        return observed.function is not None  # identified as a known layer by its parts: it attends
+    x = np.asarray(observed.inputs.get(name), dtype=np.float64)
+    if x.ndim != 3 or x.shape[:2] != real.shape:
+        return False
+    base = np.asarray(observed.program.run(values, observed.inputs), dtype=np.float64)
+    scale = 1e-6 * max(1.0, float(np.max(np.abs(base)))) if base.size else 1e-6
+    for b in range(x.shape[0]):
+        positions = np.flatnonzero(real[b])
+        watched = positions[1:] if outputs is None else np.flatnonzero(outputs[b])
+        if not len(positions) or not len(watched):
+            continue
+        changed = x.copy()
+        changed[b, positions[0]] += 1.0 + np.abs(changed[b, positions[0]])
+        again = np.asarray(observed.program.run(values, dict(observed.inputs, **{name: changed})), dtype=np.float64)
+        if again.shape != base.shape or base.ndim < 2:
+            return False
+        if np.max(np.abs(again[b, watched] - base[b, watched])) > scale:
+            return True
+    return False
+
+
+def assert_mixes_positions(observed: analysis.Observed, values: dict, name: str, real: np.ndarray, see: str,
+                           outputs: np.ndarray | None = None) -> None:
+    """Not checked unless the verified call mixes positions (``mixes_positions``)."""
+    if not mixes_positions(observed, values, name, real, outputs):
+        analysis.not_checked("your layer's output at a position depends on no other position, so what padding "
+                             "does to it cannot be observed", see)
 
 
 def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward",
@@ -352,11 +403,12 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
         heads = step.constants.get("num_heads")
         kernel = step.params.get("query_kernel")
         key_dim = int(role_shape(kernel, values)[-1]) if kernel in values else step.constants.get("key_dim")
+        name = attention_name(step)
         if key_dim != want:
-            hints.append(f"MultiHeadAttention has key_dim={key_dim}; this exercise (like the book) uses "
+            hints.append(f"{name} has key_dim={key_dim}; this exercise (like the book) uses "
                          f"key_dim={rule}={want}")
         if heads and heads != dims["num_heads"]:
-            hints.append(f"MultiHeadAttention has num_heads={heads}, not {dims['num_heads']}")
+            hints.append(f"{name} has num_heads={heads}, not {dims['num_heads']}")
     if "dense_dim" in dims:
         units = [int(np.shape(values[s.params["kernel"]])[-1]) for s in structure.dense_steps
                  if s.params.get("kernel") in values]
@@ -364,6 +416,32 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
             hints.append(f"the feed-forward Dense widths are {units}; expected [dense_dim, embed_dim] = "
                          f"[{dims['dense_dim']}, {dims['embed_dim']}]")
     return hints
+
+
+def attention_name(step) -> str:
+    """How a message names an attention step: Keras's layer, or the student's own operations."""
+    if step is not None and step.constants.get("written_out"):
+        return "your attention (its Dense projections and operations)"
+    return "MultiHeadAttention"
+
+
+def written_attention_slip(steps) -> None:
+    """Fail when an attention written with operations of the student's own does not compute scaled
+    dot-product attention over the keys (found by ``attention``), saying what it does instead."""
+    for step in steps:
+        if step.constants.get("written_out") and not step.constants.get("computes"):
+            diagnosis = step.constants.get("diagnosis")
+            fail(
+                "your attention, written with Dense projections and operations, "
+                + (f"is not scaled dot-product attention: {diagnosis}." if diagnosis else
+                   "does not compute softmax(q·kᵀ / sqrt(key_dim))·v over the keys, head by head, for any number "
+                   "of heads."),
+                "for each head, softmax over the keys of q·kᵀ / sqrt(key_dim), applied to the values, the heads "
+                "joined again before the output projection.",
+                "Dividing by sqrt(key_dim) keeps the scores' spread independent of the head width, so the softmax "
+                "does not saturate; the softmax over the keys makes each query's weights a distribution over the "
+                "positions it reads.",
+            )
 
 
 def attention_shapes(embed_dim: int, num_heads: int, key_dim: int | None = None) -> list[tuple]:
@@ -673,6 +751,9 @@ class Call:
     attention: list
     see: str
     what: str
+    # an unverified call whose trace names no attention layer: an attention written with operations of the
+    # student's own is found only in a verified call, so whether the call attends is unknown, not "no"
+    unknown: bool = False
 
     @property
     def verified(self) -> bool:
@@ -687,13 +768,17 @@ class Call:
             analysis.not_checked(f"the grader could not verify {self.what} from the numbers it chose", self.see)
 
 
-def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str) -> Call:
+def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str,
+                  needs_attention: bool = True) -> Call:
+    """The call as the mask checks see it. A check of the attention's mask ``needs_attention``; a
+    check of behaviour alone (padding invariance, causality, the mask passed on) needs only the
+    verified call, whatever the grader recognised in it."""
     if observed.verified:
-        if not attends_over(observed, *sources):
-            analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        if needs_attention and not attends_over(observed, *sources):
+            analysis.not_checked(NO_ATTENTION_FOUND, see)
         return Call(observed, observed.steps("attention"), see, what)
     claimed = [s for s in pseudo_steps_of(trace_leaves(evidence, observed.phase)) if s.kind == "attention"]
-    return Call(observed, claimed, see, what)
+    return Call(observed, claimed, see, what, unknown=not claimed)
 
 
 def effective_mask(step) -> np.ndarray | None:
@@ -1179,6 +1264,6 @@ def pseudo_steps_of(leaves: list[dict]) -> list:
 def layer_structure(evidence, observed: analysis.Observed, phase: str, see: str, *sources: str) -> Structure:
     """The structure of a call: verified if the call is (and attends over ``sources``), else claimed."""
     if observed.verified and not attends_over(observed, *sources):
-        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        analysis.not_checked(NO_ATTENTION_FOUND, see)
     claimed = None if observed.verified else pseudo_steps_of(trace_leaves(evidence, phase))
     return Structure(observed, claimed, see)

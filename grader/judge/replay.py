@@ -83,6 +83,9 @@ class Program:
     masks: dict[str, np.ndarray]
     derived: list[Expr] = field(default_factory=list)  # sums matched earlier, reusable as terms
     used_variables: set[str] = field(default_factory=set)
+    # steps found by what a group of steps computes (``attention``), each with the indices of the steps
+    # it stands for: what the checks read, while the program computes with its own steps
+    views: list = field(default_factory=list)
 
     def run(self, values: dict, inputs: dict, keep: bool = False):
         """The output (and, with ``keep``, every step's output) for these weight values and inputs.
@@ -95,7 +98,18 @@ class Program:
         return (result, outputs) if keep else result
 
     def of_kind(self, *kinds: str) -> list[Step]:
-        return [s for s in self.steps if s.kind in kinds]
+        """The steps of these kinds in the order the call ran them, a group of steps found to compute
+        one thing (``views``) counted as that one step, where its first step ran."""
+        stands_for = {index: view for view, indices in self.views for index in indices}
+        chosen, placed = [], set()
+        for step in self.steps:
+            view = stands_for.get(step.index)
+            if view is None:
+                chosen.append(step)
+            elif id(view) not in placed:
+                placed.add(id(view))
+                chosen.append(view)
+        return [s for s in chosen if s.kind in kinds]
 
     def depends_on(self, step: Step, name: str) -> bool:
         """Whether the step's inputs trace back to the call's input ``name``."""

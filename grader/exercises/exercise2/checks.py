@@ -18,7 +18,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
     key_biases, layer_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
-    trainable_keys, values, verified_layer,
+    trainable_keys, values, verified_layer, computed_layer, assert_mixes_positions, written_attention_slip,
 )
 from ...judge.reference import attention_block_variants, resolve
 from .job import DIMS
@@ -59,6 +59,12 @@ def layer(plain):
 
 
 @pytest.fixture
+def computed(plain):
+    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
+    return computed_layer(plain, SEE)
+
+
+@pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
 
@@ -89,26 +95,35 @@ def check_trainable_list(forward, structure, dims, values):
 
 
 @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, layer, forward, structure, job):
-    report = gradient_report(evidence, layer, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(structure), "10 trainable variables.")
+def check_all_gradients(evidence, computed, forward, job):
+    report = gradient_report(evidence, computed, forward, job["loss_weights"])
+    assert_all_gradients(report, key_biases(Structure(computed)), "10 trainable variables.")
 
 
 (check_config_base, check_config_own_keys, check_from_config,
  check_keras_file) = contract.config(CLASS, DIMS)
 
 
-def _masked(evidence, job, check_id, phase="mask", key="inputs"):
+def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention=True):
     """The masked call, verified or claimed (see the encoder's checks)."""
     batch, seq = padding(job).shape
     explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs")
+                         "your layer's masked call", "inputs", needs_attention=needs_attention)
 
 
-def _attention_step(call):
+def _explain_masked(call) -> None:
+    if not call.verified and call.see == "mask.masks_keys":
+        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+    call.confirm()
+
+
+def _attention_step(call, explaining=False):
+    """The masked call's attention step (see the encoder's checks)."""
+    if call.unknown:
+        _explain_masked(call) if explaining else call.confirm()
     return call.attention[0] if call.attention else None
 
 
@@ -130,28 +145,28 @@ def check_masks_keys(evidence, job):
     real = padding(job)
     batch, seq = real.shape
     call = _masked(evidence, job, "mask.masks_keys")
-    assert_masks_keys(_attention_step(call), np.broadcast_to(real[:, None, :], (batch, seq, seq)), real,
-                      _arguments(evidence))
-    if not call.verified and call.see == "mask.masks_keys":
-        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
-    call.confirm()
+    assert_masks_keys(_attention_step(call, explaining=True), np.broadcast_to(real[:, None, :], (batch, seq, seq)),
+                      real, _arguments(evidence))
+    _explain_masked(call)
 
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
-def check_padding_invariance(evidence, job):
-    masked = _masked(evidence, job, "mask.padding_invariance")
-    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed")
+def check_padding_invariance(evidence, job, values):
+    masked = _masked(evidence, job, "mask.padding_invariance", needs_attention=False)
+    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed",
+                        needs_attention=False)
     assert_unchanged(
         masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
         "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
     )
     masked.confirm()
     perturbed.confirm()
+    assert_mixes_positions(masked.observed, values, "inputs", padding(job), SEE)
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
 def check_mask_propagates(evidence, job):
-    call = _masked(evidence, job, "mask.propagates")
+    call = _masked(evidence, job, "mask.propagates", needs_attention=False)
     if isinstance(call.output, np.ndarray):
         assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
     call.confirm()
@@ -204,9 +219,11 @@ def check_residual_norm(plain, job, values):
     }
     variants = attention_block_variants(x, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
-                             otherwise=self_attention_inputs(attention[0], plain.program, "block"), whys=WHYS)
+                             otherwise=lambda: (written_attention_slip(attention),
+                                                self_attention_inputs(attention[0], plain.program, "block")()),
+                             whys=WHYS)
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, layer, values):
-    assert_deterministic_inference(evidence, layer.run(values))
+def check_inference(evidence, computed, values):
+    assert_deterministic_inference(evidence, computed.run(values))
