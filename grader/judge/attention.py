@@ -34,6 +34,7 @@ from . import budget, ops, replay, tape
 PROJECTIONS = ("dense",)
 MAX_CANDIDATES = 8  # steps of operations examined per call: a layer holds one or two attentions
 MAX_KEYS = 64
+MAX_WIDTH = 4096  # of the joined heads: no exercise's attention is a hundredth as wide
 
 
 def find(program: replay.Program, values: dict, inputs: dict) -> list:
@@ -91,7 +92,7 @@ def _attention_at(program, glue, consumers, outputs, inputs, values):
     if result.ndim != 3 or any(len(shape) != 3 for shape in shapes.values()):
         return None
     width = result.shape[-1]
-    if any(shape[-1] != width for shape in shapes.values()) or np.shape(values[output_step.params["kernel"]])[0] \
+    if width > MAX_WIDTH or any(shape[-1] != width for shape in shapes.values()) or np.shape(values[output_step.params["kernel"]])[0] \
             != width:
         return None
     preferred = _heads_by_shapes(glue, projections, width)
@@ -104,30 +105,34 @@ def _attention_at(program, glue, consumers, outputs, inputs, values):
             if np.shape(arguments[query_name])[:2] == result.shape[:2] and \
                     np.shape(arguments[key_name]) == np.shape(arguments[value_name]):
                 combinations.append((query_name, key_name, value_name, seen))
-    best = None
-    # the exact computation first, then each known slip: the first that gives the result says what it is
-    for options, diagnosis in [({}, None)] + SLIPS:
-        for query_name, key_name, value_name, seen in combinations:
-            query, key, value = (np.asarray(arguments[n], dtype=np.float64) for n in (query_name, key_name, value_name))
-            for heads in sorted(_divisors(width), key=lambda h: h != preferred):
-                made = dot_product_attention(query, key, value, heads, seen, **options)
-                gap = float(np.max(np.abs(made - result))) if made.shape == result.shape else np.inf
-                if replay.close(made, result):
-                    best = (not options, diagnosis, heads, query_name, key_name, value_name, seen)
-                    break
-                if not options and (best is None or (heads == preferred, -gap) > best[0]):
-                    best = ((heads == preferred, -gap), None, heads, query_name, key_name, value_name, seen)
-            if best is not None and isinstance(best[0], bool):
-                break
-        if best is not None and isinstance(best[0], bool):
-            break
-    if best is None:
+    found = _first_match(combinations, arguments, result, width, preferred)
+    if found is None:
         return None
-    computes, diagnosis, heads, query_name, key_name, value_name, seen = best
-    computes = computes is True
+    computes, diagnosis, heads, query_name, key_name, value_name, seen = found
     roles = {"query": projections[query_name], "key": projections[key_name], "value": projections[value_name]}
     step = _step(roles, output_step, glue, heads, width, seen, values, computes, diagnosis)
     return step, {glue.index, output_step.index} | {s.index for s in roles.values()}
+
+
+def _first_match(combinations: list, arguments: dict, result: np.ndarray, width: int, preferred):
+    """(computes, diagnosis, heads, query, key, value, the keys each query sees): the first choice of
+    roles and heads under which the operations' result is scaled dot-product attention; else the first
+    under which it is one of the known slips (``SLIPS``), with its words; else the nearest attention,
+    the heads the operations reshape into counted first. None without any choice to make."""
+    heads_order = sorted(_divisors(width), key=lambda h: h != preferred)
+    nearest = None
+    for options, diagnosis in [({}, None)] + SLIPS:
+        for query_name, key_name, value_name, seen in combinations:
+            query, key, value = (np.asarray(arguments[n], dtype=np.float64) for n in (query_name, key_name, value_name))
+            for heads in heads_order:
+                made = dot_product_attention(query, key, value, heads, seen, **options)
+                if replay.close(made, result):
+                    return not options, diagnosis, heads, query_name, key_name, value_name, seen
+                if not options:
+                    rank = (heads == preferred, -float(np.max(np.abs(made - result))))
+                    if nearest is None or rank > nearest[0]:
+                        nearest = (rank, (False, None, heads, query_name, key_name, value_name, seen))
+    return None if nearest is None else nearest[1]
 
 
 def _value(expr, outputs, inputs, masks):
@@ -147,6 +152,7 @@ def _visible_keys(glue, arguments: dict, value_name: str, result: np.ndarray) ->
     rng = np.random.default_rng(0)
     seen = np.zeros((batch, result.shape[1], keys), dtype=bool)
     for position in range(keys):
+        budget.charge(2 * value.size + result.size, value.size + result.size)
         changed = value.copy()
         changed[:, position] += scale * (1.0 + rng.random(value.shape[2:]))
         try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from . import analysis, reference
+from . import analysis, budget, reference
 from .evidence import format_student_error
 from .framework import fail
 from .ops import View, role_shape
@@ -247,6 +247,7 @@ def mixes_positions(observed: analysis.Observed, values: dict, name: str, real: 
         watched = positions[1:] if outputs is None else np.flatnonzero(outputs[b])
         if not len(positions) or not len(watched):
             continue
+        budget.charge(2 * x.size + base.size, x.size + base.size)
         changed = x.copy()
         changed[b, positions[0]] += 1.0 + np.abs(changed[b, positions[0]])
         again = np.asarray(observed.program.run(values, dict(observed.inputs, **{name: changed})), dtype=np.float64)
