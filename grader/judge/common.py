@@ -213,6 +213,21 @@ NO_ATTENTION_FOUND = (
 )
 
 
+def fail_no_attention_found(observed_steps: str, expected: str) -> None:
+    """The forward check's failure for a verified call in which the grader found no attention: what it
+    could not do, not a verdict on the computation, and which checks judged the behaviour anyway."""
+    fail(
+        f"the grader recomputed your layer ({observed_steps}) but found no attention in it that it can "
+        "compare with the exercise's: it recognises MultiHeadAttention (or a subclass), and an attention written "
+        "as three Dense projections of the query, the keys and the values whose outputs only your operations "
+        "combine, followed by one Dense on the joined heads. The checks of what your layer does (gradients, "
+        "padding, inference, config) judged it without this.",
+        expected,
+        "The forward, weight and mask-structure checks compare your layer's parts with the exercise's; without "
+        "the attention among them they cannot be applied.",
+    )
+
+
 def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> analysis.Observed:
     """``observed`` if it is verified and attends over its inputs; otherwise not checked."""
     analysis.require_verified(observed, see)
@@ -221,10 +236,16 @@ def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> anal
     return observed
 
 
-def computed_layer(observed: analysis.Observed, see: str) -> analysis.Observed:
-    """``observed`` if it is verified, whatever the grader recognised in it: what a check of behaviour
-    (gradients, inference) needs; otherwise not checked."""
-    return analysis.require_verified(observed, see)
+def computed_layer(observed: analysis.Observed, see: str, values: dict, name: str = "inputs") -> analysis.Observed:
+    """``observed`` if it is verified and mixes the positions of its input ``name``, whatever the
+    grader recognised in it: what a check of behaviour (gradients, inference) needs; otherwise not
+    checked. Mixing positions is what no verified shortcut of a sequence layer does (a norm of the
+    inputs, the inputs copied through): it is the least the parent's own numbers must show."""
+    analysis.require_verified(observed, see)
+    x = observed.inputs.get(name)
+    assert_mixes_positions(observed, values, name, np.ones(np.shape(x)[:2], dtype=bool) if np.ndim(x) == 3
+                           else np.zeros((0, 0), dtype=bool), see)
+    return observed
 
 
 def mixes_positions(observed: analysis.Observed, values: dict, name: str, real: np.ndarray,
@@ -262,8 +283,9 @@ def assert_mixes_positions(observed: analysis.Observed, values: dict, name: str,
                            outputs: np.ndarray | None = None) -> None:
     """Not checked unless the verified call mixes positions (``mixes_positions``)."""
     if not mixes_positions(observed, values, name, real, outputs):
-        analysis.not_checked("your layer's output at a position depends on no other position, so what padding "
-                             "does to it cannot be observed", see)
+        analysis.not_checked("the grader recomputed your layer, but its output at a position depends on no other "
+                             "position's input (no attention mixes them), so what this check observes would say "
+                             "nothing about a sequence layer", see)
 
 
 def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward",
@@ -770,13 +792,14 @@ class Call:
 
 
 def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str,
-                  needs_attention: bool = True) -> Call:
+                  needs_attention: bool = True, structure_see: str | None = None) -> Call:
     """The call as the mask checks see it. A check of the attention's mask ``needs_attention``; a
     check of behaviour alone (padding invariance, causality, the mask passed on) needs only the
-    verified call, whatever the grader recognised in it."""
+    verified call, whatever the grader recognised in it. A verified call in which the grader found no
+    attention is not checked, pointing to the check that says so (``structure_see``)."""
     if observed.verified:
         if needs_attention and not attends_over(observed, *sources):
-            analysis.not_checked(NO_ATTENTION_FOUND, see)
+            analysis.not_checked(NO_ATTENTION_FOUND, structure_see or see)
         return Call(observed, observed.steps("attention"), see, what)
     claimed = [s for s in pseudo_steps_of(trace_leaves(evidence, observed.phase)) if s.kind == "attention"]
     return Call(observed, claimed, see, what, unknown=not claimed)
@@ -1260,6 +1283,15 @@ def pseudo_steps_of(leaves: list[dict]) -> list:
             constants = event.get("constants") if isinstance(event.get("constants"), dict) else {}
             steps.append(Step(len(steps), event, event["kind"], params, constants, {}))
     return steps
+
+
+def norm_structure(evidence, observed: analysis.Observed, phase: str, see: str, values: dict) -> Structure:
+    """The structure of a call as the checks of its norms read it: verified if the call is (and mixes
+    positions: ``computed_layer``), whatever else the grader recognised in it; else claimed."""
+    if observed.verified:
+        computed_layer(observed, see, values)
+    claimed = None if observed.verified else pseudo_steps_of(trace_leaves(evidence, phase))
+    return Structure(observed, claimed, see)
 
 
 def layer_structure(evidence, observed: analysis.Observed, phase: str, see: str, *sources: str) -> Structure:

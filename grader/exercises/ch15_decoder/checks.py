@@ -18,7 +18,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
 )
 from ...judge.framework import check
 from ..exercise4 import checks as decoder
-from ..exercise4.checks import computed, layer, plain, structure  # noqa: F401  (fixtures)
+from ..exercise4.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)
 from .job import DIMS, KEY_DIM
 
 CLASS = "TransformerDecoder"

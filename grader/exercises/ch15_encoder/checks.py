@@ -19,7 +19,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
 )
 from ...judge.framework import check
 from ..exercise3 import checks as encoder
-from ..exercise3.checks import computed, layer, plain, structure  # noqa: F401  (fixtures)
+from ..exercise3.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)
 from .job import DIMS, KEY_DIM
 
 CLASS = "TransformerEncoder"

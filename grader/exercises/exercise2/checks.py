@@ -17,7 +17,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
-    key_biases, layer_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
+    key_biases, layer_structure, norm_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
     trainable_keys, values, verified_layer, computed_layer, assert_mixes_positions, written_attention_slip,
 )
 from ...judge.reference import attention_block_variants, resolve
@@ -59,14 +59,20 @@ def layer(plain):
 
 
 @pytest.fixture
-def computed(plain):
+def computed(plain, values):
     """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
-    return computed_layer(plain, SEE)
+    return computed_layer(plain, SEE, values)
 
 
 @pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the check of its norm: it needs the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
@@ -78,10 +84,10 @@ def check_output_shape(forward, job):
 
 
 @check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
-def check_one_norm(structure, dims, forward, values):
-    assert_distinct_norms(structure, 1, "after the residual sum")
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
-    structure.confirm()
+def check_one_norm(norms, dims, forward, values):
+    assert_distinct_norms(norms, 1, "after the residual sum")
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -111,7 +117,8 @@ def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs", needs_attention=needs_attention)
+                         "your layer's masked call", "inputs", needs_attention=needs_attention,
+                         structure_see=SEE)
 
 
 def _explain_masked(call) -> None:
@@ -165,11 +172,12 @@ def check_padding_invariance(evidence, job, values):
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
-def check_mask_propagates(evidence, job):
+def check_mask_propagates(evidence, job, values):
     call = _masked(evidence, job, "mask.propagates", needs_attention=False)
     if isinstance(call.output, np.ndarray):
         assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
     call.confirm()
+    assert_mixes_positions(call.observed, values, "inputs", padding(job), SEE)
 
 
 MISTAKES = {

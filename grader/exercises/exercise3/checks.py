@@ -21,8 +21,8 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
     attention_shapes, claimed_roles, config, config_phase, dims, explain_raised_mask, explain_unverified,
     shared_norm_reason,
-    ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, observed_call,
-    written_attention_slip, computed_layer, assert_mixes_positions, NO_ATTENTION_FOUND,
+    ffn_roles_by_shape, forward, gradient_report, identify_by_roles, job, key_biases, layer_structure, norm_structure, observed_call,
+    written_attention_slip, computed_layer, assert_mixes_positions, fail_no_attention_found,
     padding, pseudo_steps_of,
     raw_attention_arguments, self_attention_inputs, trace_leaves, trainable_keys, values, verified_layer,
 )
@@ -81,15 +81,20 @@ def layer(plain):
 
 
 @pytest.fixture
-def computed(plain):
+def computed(plain, values):
     """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
-    return computed_layer(plain, SEE)
+    return computed_layer(plain, SEE, values)
 
 
 @pytest.fixture
 def structure(evidence, plain):
     """What the plain call ran: verified, or claimed (then checks may fail on it, but not pass)."""
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 # --------------------------------------------------------------------------- api
@@ -107,15 +112,15 @@ def check_output_shape(forward, job):
 
 
 @check("weights.two_norms", "Two distinct LayerNormalization layers are applied", "weights", points=2)
-def check_two_norms(structure):
-    assert_distinct_norms(structure, 2, NORM_POSITIONS)
-    structure.confirm()
+def check_two_norms(norms):
+    assert_distinct_norms(norms, 2, NORM_POSITIONS)
+    norms.confirm()
 
 
 @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(structure, dims, forward, values):
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
-    structure.confirm()
+def check_norm_parameters(norms, dims, forward, values):
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -144,13 +149,13 @@ def check_all_gradients(evidence, computed, forward, job):
 
 
 @check("gradients.norms_differ", "The two norms receive different gradients", "gradients")
-def check_norm_gradients_differ(evidence, layer, forward, structure, job):
-    assert_norm_gradients_differ(_report(evidence, layer, forward, job), structure, 2)
+def check_norm_gradients_differ(evidence, computed, forward, norms, job):
+    assert_norm_gradients_differ(_report(evidence, computed, forward, job), norms, 2)
 
 
 @check("gradients.norms_diverge", "Training moves each norm along its own gradient", "gradients")
-def check_norms_diverge(evidence, layer, structure, job):
-    assert_norms_diverge(evidence, layer, structure, job, 2)
+def check_norms_diverge(evidence, computed, norms, job):
+    assert_norms_diverge(evidence, computed, norms, job, 2)
 
 
 # --------------------------------------------------------------------------- config
@@ -171,7 +176,8 @@ def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs", needs_attention=needs_attention)
+                         "your layer's masked call", "inputs", needs_attention=needs_attention,
+                         structure_see=SEE)
 
 
 def _explain_masked(evidence, job, call) -> None:
@@ -227,11 +233,12 @@ def check_padding_invariance(evidence, job, values):
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
-def check_mask_propagates(evidence, job):
+def check_mask_propagates(evidence, job, values):
     call = _masked(evidence, job, "mask.propagates", needs_attention=False)
     if isinstance(call.output, np.ndarray):
         assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
     call.confirm()
+    assert_mixes_positions(call.observed, values, "inputs", padding(job), SEE)
 
 
 # --------------------------------------------------------------------------- forward
@@ -291,10 +298,12 @@ def check_post_norm(plain, job, values):
              WHYS.get(plain.identified_as, WHY))
     structure = Structure(plain)
     attention, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
+    if not attention:
+        fail_no_attention_found(structure.describe(), POST_NORM)
     if len(attention) != 1 or len(norms) != 2 or len(dense) != 2:
         fail(
             f"{len(attention)} attention, {len(norms)} LayerNormalization and {len(dense)} Dense "
-            f"call(s): {structure.describe()}." + (f" ({NO_ATTENTION_FOUND}.)" if not attention else ""),
+            f"call(s): {structure.describe()}.",
             "one MultiHeadAttention, two LayerNormalization and two Dense calls.",
             "The post-norm encoder is norm1(x + attention(x, x)), then norm2(h + ffn(h)).",
         )

@@ -20,7 +20,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
     trainable_keys, values, verified_layer, raised_call_diagnosis, computed_layer, assert_mixes_positions,
-    written_attention_slip, layer_structure, observed_call, shared_norm_reason,
+    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason,
 )
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
@@ -119,14 +119,19 @@ def layer(plain):
 
 
 @pytest.fixture
-def computed(plain):
+def computed(plain, values):
     """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
-    return computed_layer(plain, SEE)
+    return computed_layer(plain, SEE, values)
 
 
 @pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
@@ -138,15 +143,15 @@ def check_output_shape(forward, job):
 
 
 @check("weights.three_norms", "Three distinct LayerNormalization layers are applied", "weights", points=2)
-def check_three_norms(structure):
-    assert_distinct_norms(structure, 3, NORM_POSITIONS)
-    structure.confirm()
+def check_three_norms(norms):
+    assert_distinct_norms(norms, 3, NORM_POSITIONS)
+    norms.confirm()
 
 
 @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(structure, dims, forward, values):
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
-    structure.confirm()
+def check_norm_parameters(norms, dims, forward, values):
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -169,8 +174,8 @@ def check_all_gradients(evidence, computed, forward, job):
 
 
 @check("gradients.norms_differ", "The three norms receive different gradients", "gradients")
-def check_norm_gradients_differ(evidence, layer, forward, structure, job):
-    assert_norm_gradients_differ(gradient_report(evidence, layer, forward, job["loss_weights"]), structure, 3)
+def check_norm_gradients_differ(evidence, computed, forward, norms, job):
+    assert_norm_gradients_differ(gradient_report(evidence, computed, forward, job["loss_weights"]), norms, 3)
 
 
 (check_config_base, check_config_own_keys, check_from_config,
@@ -206,7 +211,7 @@ def _verified_call(evidence, job, phase, check_id, explaining: str, needs_attent
     observed = _observe(evidence, job, phase, check_id)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     call = observed_call(evidence, observed, explaining if plain_verified else SEE, what, "inputs",
-                         needs_attention=needs_attention)
+                         needs_attention=needs_attention, structure_see=SEE)
     call.explaining = check_id == explaining and plain_verified
     return call
 
