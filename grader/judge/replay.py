@@ -333,12 +333,13 @@ def _layer_output(events: list[dict], source: str, label: str, terms: dict, mask
     if index is not None and index in step_of_event:
         step = step_of_event[index]
         return Expr((("step", step),)), terms[("step", step)]
-    output = events[index].get("output") if index is not None and index < len(events) else None
-    if index is None or events[index].get("kind") != "container" or not isinstance(output, np.ndarray) or \
+    event = events[index] if index is not None and index < len(events) else None
+    output = event.get("output") if event is not None else None
+    if event is None or event.get("kind") != "container" or not isinstance(output, np.ndarray) or \
             output.dtype.kind != "f":
         raise ReplayFailed(f"{label} use the output of a layer the grader did not recompute before them")
     value = output.astype(np.float64)
-    return _match(value, terms, masks, names, f"the output of {_label(events[index])}"), value
+    return _match(value, terms, masks, names, f"the output of {_label(event)}"), value
 
 
 def _argument(events: list[dict], owner: dict, source: str, label: str, steps: list, terms: dict, masks: dict,
@@ -362,6 +363,8 @@ def _argument(events: list[dict], owner: dict, source: str, label: str, steps: l
     if mask is not None:
         return ("mask", mask), mask
     made = owner.get("input_ops").get(source) if isinstance(owner.get("input_ops"), dict) else None
+    if made is None and source in (owner.get("masks") or {}):
+        raise ReplayFailed(f"the mask {_label(owner)} received is not the padding mask the grader chose")
     if made is None:
         raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the grader cannot trace to the call's "
                            "inputs, its padding masks or the operations that made it")
@@ -610,6 +613,8 @@ def _same_mask(claimed: np.ndarray, masks: dict) -> np.ndarray | None:
             continue
         held = claimed.reshape(known.shape)
         if np.array_equal(held, known if claimed.dtype.kind == "b" else known.astype(held.dtype)):
+            if claimed.shape == known.shape and claimed.dtype.kind == known.dtype.kind:
+                return known  # the parent's own array, not a copy of it
             return known.reshape(claimed.shape).astype(kinds[claimed.dtype.kind])
     return None
 
