@@ -18,6 +18,7 @@ def fresh_budget():
 
 
 RNG = np.random.default_rng(7)
+ROLES = ("query", "key", "value")
 
 
 def test_a_convolution_of_one_position_is_the_dense_of_its_only_tap():
@@ -78,8 +79,8 @@ def test_dense_projections_viewed_in_multi_head_attentions_shapes_compute_its_at
     q, k, v = (ops.dense(x, values[str(i)], values[str(i + 4)]) for i in range(3))
     by_hand = ops.dense(attention.dot_product_attention(q, k, v, heads, visible), values["3"], values["7"])
     roles = {"attention": {
-        **{f"{role}_kernel": ops.View(str(i), (width, heads, depth)) for i, role in enumerate(("query", "key", "value"))},
-        **{f"{role}_bias": ops.View(str(i + 4), (heads, depth)) for i, role in enumerate(("query", "key", "value"))},
+        **{f"{role}_kernel": ops.View(str(i), (width, heads, depth)) for i, role in enumerate(ROLES)},
+        **{f"{role}_bias": ops.View(str(i + 4), (heads, depth)) for i, role in enumerate(ROLES)},
         "output_kernel": ops.View("3", (heads, depth, width)), "output_bias": "7"}}
     keras_like = ops.attention(x, x, None, reference.resolve(roles, values)["attention"], visible)
     assert np.allclose(by_hand, keras_like)

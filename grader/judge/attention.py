@@ -61,13 +61,14 @@ def _consumers(program: replay.Program) -> dict:
     found: dict = {}
     for step in program.steps:
         for expr in step.inputs.values():
-            if isinstance(expr, replay.Expr) and len(expr.terms) == 1 and expr.terms[0][0] == "step" and \
-                    not expr.relu and not expr.mask and expr.scale == 1.0:
-                found.setdefault(expr.terms[0][1], []).append(step)
+            index = _single_step(expr)
+            if index is not None:
+                found.setdefault(index, []).append(step)
     return found
 
 
 def _single_step(expr) -> int | None:
+    """The index of the step whose output ``expr`` is, unchanged; None for anything else."""
     if isinstance(expr, replay.Expr) and len(expr.terms) == 1 and expr.terms[0][0] == "step" and \
             not expr.relu and not expr.mask and expr.scale == 1.0:
         return expr.terms[0][1]
@@ -92,8 +93,8 @@ def _attention_at(program, glue, consumers, outputs, inputs, values):
     if result.ndim != 3 or any(len(shape) != 3 for shape in shapes.values()):
         return None
     width = result.shape[-1]
-    if width > MAX_WIDTH or any(shape[-1] != width for shape in shapes.values()) or np.shape(values[output_step.params["kernel"]])[0] \
-            != width:
+    joined_width = np.shape(values[output_step.params["kernel"]])[0]
+    if width > MAX_WIDTH or joined_width != width or any(shape[-1] != width for shape in shapes.values()):
         return None
     preferred = _heads_by_shapes(glue, projections, width)
     combinations = []  # (query, key, value, the keys each query sees) under each choice of the value

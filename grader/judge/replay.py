@@ -32,8 +32,8 @@ from ..protocol import records
 from . import budget, ops, tape
 
 # kinds the child reports (grader/probe/tracing.py), and what the replay does with them
-LEAF_KINDS = ("attention", "dense", "conv", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
-              "average_pool", "max_pool", "flatten")
+LEAF_KINDS = ("attention", "dense", "conv", "einsum_dense", "norm", "embedding", "identity", "activation", "relu",
+              "add", "average_pool", "max_pool", "flatten")
 OTHER_KINDS = ("container", "opaque")
 MAX_EVENTS = 5000
 MAX_EPSILON = 0.1
@@ -276,7 +276,8 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
             not 0 <= made_op < len(container["ops"]):
         raise ReplayFailed(f"the input {name!r} of {_label(event)} cannot be traced back to the operations that made it")
     if depth > MAX_GLUE_DEPTH:
-        raise ReplayFailed(f"the input {name!r} of {_label(event)} was made through more layers than the grader follows")
+        raise ReplayFailed(f"the input {name!r} of {_label(event)} was made through more layers than the grader "
+                           "follows")
     if len(container["ops"]) > tape.MAX_OPS or container.get("ops_truncated"):
         raise ReplayFailed(f"{label} are more than the grader follows ({tape.MAX_OPS})")
     needed, pending = set(), [made_op]
