@@ -287,3 +287,32 @@ MISTAKES += [
         only=True,
     ),
 ]
+
+# A MultiHeadAttention subclass whose _compute_attention is an override of (*args, **kwargs) (a
+# student's logging or experimenting subclass): Keras still calls it with its own argument names,
+# and use_causal_mask=True makes Keras build the causal mask and hand it on as attention_mask.
+FORWARDING_ATTENTION = """
+
+class ForwardingAttention(layers.MultiHeadAttention):
+    def _compute_attention(self, *args, **kwargs):
+        return super()._compute_attention(*args, **kwargs)
+
+"""
+VARIANTS.append(Variant(
+    "attention_subclass_with_use_causal_mask",
+    edit(
+        ("""        length = keras.ops.shape(inputs)[1]
+        """ + CAUSAL + """
+        self_mask = keras.ops.expand_dims(causal, axis=0)
+        if inputs_mask is not None:
+            padding = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
+            self_mask = keras.ops.logical_and(self_mask, padding)
+""", """        self_mask = None
+        if inputs_mask is not None:
+            self_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
+"""),
+        (SELF_ATTEND, "attended = self.attention_1(inputs, inputs, attention_mask=self_mask, use_causal_mask=True)"),
+        ("self.attention_1 = layers.MultiHeadAttention(", "self.attention_1 = ForwardingAttention("),
+        ("\n\nclass TransformerDecoder(", FORWARDING_ATTENTION + "\nclass TransformerDecoder("),
+    ),
+))

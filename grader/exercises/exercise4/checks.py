@@ -19,7 +19,8 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
-    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call, shared_norm_reason,
+    trainable_keys, values, verified_layer, raised_call_diagnosis, computed_layer, assert_mixes_positions,
+    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason,
 )
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
@@ -117,8 +118,19 @@ def layer(plain):
 
 
 @pytest.fixture
+def computed(plain, values):
+    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
+    return computed_layer(plain, SEE, values)
+
+
+@pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
@@ -130,15 +142,15 @@ def check_output_shape(forward, job):
 
 
 @check("weights.three_norms", "Three distinct LayerNormalization layers are applied", "weights", points=2)
-def check_three_norms(structure):
-    assert_distinct_norms(structure, 3, NORM_POSITIONS)
-    structure.confirm()
+def check_three_norms(norms):
+    assert_distinct_norms(norms, 3, NORM_POSITIONS)
+    norms.confirm()
 
 
 @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(structure, dims, forward, values):
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
-    structure.confirm()
+def check_norm_parameters(norms, dims, forward, values):
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -149,20 +161,20 @@ def check_trainable_list(forward, structure, dims, values):
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",
-        shared + attention_hints(structure, dims, values), why,
+        shared + attention_hints(structure, dims, values), why, structure.role_shapes(),
     )
     structure.confirm()
 
 
 @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, layer, forward, structure, job):
-    report = gradient_report(evidence, layer, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(structure), "26 trainable variables.")
+def check_all_gradients(evidence, computed, forward, job):
+    report = gradient_report(evidence, computed, forward, job["loss_weights"])
+    assert_all_gradients(report, key_biases(Structure(computed)), "26 trainable variables.")
 
 
 @check("gradients.norms_differ", "The three norms receive different gradients", "gradients")
-def check_norm_gradients_differ(evidence, layer, forward, structure, job):
-    assert_norm_gradients_differ(gradient_report(evidence, layer, forward, job["loss_weights"]), structure, 3)
+def check_norm_gradients_differ(evidence, computed, forward, norms, job):
+    assert_norm_gradients_differ(gradient_report(evidence, computed, forward, job["loss_weights"]), norms, 3)
 
 
 (check_config_base, check_config_own_keys, check_from_config,
@@ -172,7 +184,7 @@ def check_norm_gradients_differ(evidence, layer, forward, structure, job):
 # --------------------------------------------------------------------------- masks
 
 
-def _verified_call(evidence, job, phase, check_id, explaining: str):
+def _verified_call(evidence, job, phase, check_id, explaining: str, needs_attention: bool = True):
     """The verified call of ``phase``; when it cannot be verified, ``explaining`` says why (unless the
     plain call could not be verified either: then forward.decoder does)."""
     _, masked, what = CALLS[phase]
@@ -197,7 +209,8 @@ def _verified_call(evidence, job, phase, check_id, explaining: str):
         explain_raised(evidence, phase, check_id, owner, diagnosis)
     observed = _observe(evidence, job, phase, check_id)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
-    call = observed_call(evidence, observed, explaining if plain_verified else SEE, what, "inputs")
+    call = observed_call(evidence, observed, explaining if plain_verified else SEE, what, "inputs",
+                         needs_attention=needs_attention, structure_see=SEE)
     call.explaining = check_id == explaining and plain_verified
     return call
 
@@ -218,12 +231,13 @@ def _earlier(job) -> np.ndarray:
 
 
 @check("mask.causal", "Later target positions cannot change earlier outputs", "mask", points=2)
-def check_causal(evidence, job):
-    plain = _verified_call(evidence, job, "forward", "mask.causal", "mask.causal")
-    changed = _verified_call(evidence, job, "causal", "mask.causal", "mask.causal")
+def check_causal(evidence, job, values):
+    plain = _verified_call(evidence, job, "forward", "mask.causal", "mask.causal", needs_attention=False)
+    changed = _verified_call(evidence, job, "causal", "mask.causal", "mask.causal", needs_attention=False)
     assert_unchanged(plain.output, changed.output, _earlier(job), f"target positions {job['future_from']} and later",
                      CAUSAL_WHY)
     _confirm(plain, changed)
+    assert_mixes_positions(plain.observed, values, "inputs", np.ones(_earlier(job).shape, dtype=bool), SEE)
 
 
 def _arguments(evidence, phase, position):
@@ -275,16 +289,19 @@ def check_cross_attention_mask(evidence, job):
 
 
 @check("mask.encoder_padding_invariance", "Padded encoder positions cannot change the output", "mask", points=2)
-def check_encoder_padding_invariance(evidence, job):
+def check_encoder_padding_invariance(evidence, job, values):
     target = np.asarray(job["target_mask"], dtype=bool)
-    masked = _verified_call(evidence, job, "mask", "mask.encoder_padding_invariance", "mask.cross_attention_mask")
+    masked = _verified_call(evidence, job, "mask", "mask.encoder_padding_invariance", "mask.cross_attention_mask",
+                            needs_attention=False)
     changed = _verified_call(evidence, job, "mask_perturbed", "mask.encoder_padding_invariance",
-                             "mask.encoder_padding_invariance")
+                             "mask.encoder_padding_invariance", needs_attention=False)
     assert_unchanged(
         masked.output, changed.output, target, "the padded encoder outputs",
         "A translation must not depend on how much padding the source sentence's batch needed.",
     )
     _confirm(masked, changed)
+    assert_mixes_positions(masked.observed, values, "encoder_outputs", np.asarray(job["source_mask"], dtype=bool),
+                           SEE, outputs=target)
 
 
 def _same_error_reported(evidence, error: dict) -> None:
@@ -390,9 +407,9 @@ def check_decoder(plain, job, values):
     x, encoder, _ = _arrays(job, "forward")
     variants = decoder_variants(x, encoder, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
-                             whys=WHYS)
+                             otherwise=lambda: written_attention_slip(attention_steps), whys=WHYS)
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, layer, values):
-    assert_deterministic_inference(evidence, layer.run(values))
+def check_inference(evidence, computed, values):
+    assert_deterministic_inference(evidence, computed.run(values))
