@@ -18,7 +18,7 @@ import pytest
 
 from . import analysis, budget, reference
 from .evidence import format_student_error
-from .framework import fail
+from .framework import fail, output_cause
 from .ops import View, role_shape
 
 LAYER_NAME = "layer_under_test"
@@ -265,17 +265,21 @@ def mixes_positions(observed: analysis.Observed, values: dict, name: str, real: 
     scale = 1e-6 * max(1.0, float(np.max(np.abs(base)))) if base.size else 1e-6
     for b in range(x.shape[0]):
         positions = np.flatnonzero(real[b])
-        watched = positions[1:] if outputs is None else np.flatnonzero(outputs[b])
-        if not len(positions) or not len(watched):
-            continue
-        budget.charge(2 * x.size + base.size, x.size + base.size)
-        changed = x.copy()
-        changed[b, positions[0]] += 1.0 + np.abs(changed[b, positions[0]])
-        again = np.asarray(observed.program.run(values, dict(observed.inputs, **{name: changed})), dtype=np.float64)
-        if again.shape != base.shape or base.ndim < 2:
-            return False
-        if np.max(np.abs(again[b, watched] - base[b, watched])) > scale:
-            return True
+        # the first real position, whose change a causal layer passes on to the later ones, then the
+        # last, whose change reaches the earlier ones in a layer that attends forward only
+        for moved in dict.fromkeys([*positions[:1], *positions[-1:]]):
+            watched = [p for p in positions if p != moved] if outputs is None else np.flatnonzero(outputs[b])
+            if not len(watched):
+                continue
+            budget.charge(2 * x.size + base.size, x.size + base.size)
+            changed = x.copy()
+            changed[b, moved] += 1.0 + np.abs(changed[b, moved])
+            again = np.asarray(observed.program.run(values, dict(observed.inputs, **{name: changed})),
+                               dtype=np.float64)
+            if again.shape != base.shape or base.ndim < 2:
+                return False
+            if np.max(np.abs(again[b, watched] - base[b, watched])) > scale:
+                return True
     return False
 
 
@@ -305,6 +309,7 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
         "cannot recompute (a Dropout applied at inference, a weight created inside call(), an operation "
         "other than a Keras layer, a sum or a relu) leaves the computation unverified, and the checks "
         "that depend on it are not checked.",
+        cause=output_cause(),
     )
 
 
@@ -723,7 +728,7 @@ def _assert_same_outputs(a, b, evidence, observed: str, expected: str, why: str)
         fail(f"{observed}: the outputs hold NaN or infinite values.", "finite, identical outputs.", why)
     if a.shape != b.shape or not np.allclose(a, b, atol=1e-5):
         diff = f"by {float(np.abs(a - b).max()):.3g}" if a.shape == b.shape else f"shape {a.shape} vs {b.shape}"
-        fail(f"{observed} ({diff}).", expected, why)
+        fail(f"{observed} ({diff}).", expected, why, cause=output_cause())
 
 
 def assert_from_config(config_phase: dict, evidence=None) -> None:
@@ -1046,6 +1051,7 @@ def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
             f"{change.max():.3g}.",
             "those outputs unchanged.",
             why,
+            cause=output_cause(),
         )
 
 
@@ -1090,6 +1096,57 @@ INFERENCE_WHY = (
     "other noise) must be off unless training is True: write call(..., training=None) and pass "
     "training=training on to Dropout, never training=True. Otherwise every prediction is random."
 )
+
+
+def assert_inference(evidence, verified, values: dict, layer_too: bool = True) -> None:
+    """The inference check of a layer exercise: its two calls on one input agree, which needs no
+    replay (a layer random at inference is told so whatever else the grader could follow, and is the
+    cause its other comparisons fail for), then they equal the parent's own output of the verified
+    call (``verified()``: the Observed call, or not checked)."""
+    assert_not_random(evidence, layer_too)
+    assert_deterministic_inference(evidence, verified().run(values), layer_too)
+
+
+def assert_not_random(evidence, layer_too: bool = True) -> None:
+    """The layer (``layer_too``) and a model holding it, called twice on one input without
+    ``training``, return the same numbers; which layer of the trace made them differ is named."""
+    if not evidence.random_at_inference or evidence.error("inference") is not None:
+        return
+    data = evidence.phase("inference")
+    who = "your layer" if layer_too and _differ(data.get("layer")) else "a model holding it" if layer_too \
+        else "your model"
+    random = _random_layers(evidence)
+    named = f" ({', '.join(random)} changes what passes through it)" if random else ""
+    fail(
+        f"called twice on the same input without `training`, {who} returned different outputs: something "
+        f"random is active at inference{named}.",
+        "the same output at every call: with no `training` given, Dropout is off — pass the call's own "
+        "`training` on to it (dropout(x, training=training)), never training=True.",
+        INFERENCE_WHY,
+    )
+
+
+def _differ(outputs) -> bool:
+    if not (isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs)):
+        return False
+    first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
+    return first.shape != second.shape or not np.array_equal(first, second, equal_nan=True)
+
+
+def _random_layers(evidence) -> list[str]:
+    """The layers of the plain call's trace (claims, for the message only) whose output is not their
+    input though they compute nothing of their own: a Dropout applied at inference."""
+    named = []
+    for event in analysis.partial_trace(evidence, "forward"):
+        if str(event.get("class")) not in ("Dropout", "GaussianDropout", "GaussianNoise", "AlphaDropout",
+                                           "SpatialDropout1D"):
+            continue
+        inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
+        output, first = event.get("output"), next(iter(inputs.values()), None)
+        if isinstance(output, np.ndarray) and isinstance(first, np.ndarray) and (
+                output.shape != first.shape or not np.allclose(output, first)):
+            named.append(f"layer {str(event['class'])[:40]} (call {int(event.get('index', 0))})")
+    return named[:3]
 
 
 def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bool = True) -> None:
@@ -1167,10 +1224,11 @@ def close(a, b, where: np.ndarray | None = None) -> bool:
 
 def assert_matches_reference(output, variants: dict, messages: dict, expected: str, why: str,
                              correct: str = "correct", where: np.ndarray | None = None, otherwise=None,
-                             whys: dict | None = None) -> None:
+                             whys: dict | None = None, causes: dict | None = None) -> None:
     """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which
-    (and why that matters, from ``whys`` when the general ``why`` does not fit it); else call
-    ``otherwise()`` (which may fail with a more specific message) before failing generally."""
+    (and why that matters, from ``whys`` when the general ``why`` does not fit it; and which other
+    check tells the mistake the variant makes, from ``causes``); else call ``otherwise()`` (which may
+    fail with a more specific message) before failing generally."""
     if not isinstance(output, np.ndarray):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
     if output.shape != np.shape(variants[correct]):
@@ -1181,7 +1239,8 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
         return
     for name, text in messages.items():
         if name in variants and close(output, variants[name], where):
-            fail(f"your output matches a layer in which {text}.", expected, (whys or {}).get(name, why))
+            fail(f"your output matches a layer in which {text}.", expected, (whys or {}).get(name, why),
+                 cause=(causes or {}).get(name))
     if otherwise is not None:
         otherwise()
     reference_output = np.asarray(variants[correct])
@@ -1190,6 +1249,7 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
         f"your output differs from the correct layer computed from the same weights by up to {diff:.3g}.",
         expected,
         why,
+        cause=output_cause(),
     )
 
 

@@ -90,6 +90,9 @@ class CheckCollector:
             self.watchdog.leave_check()
 
     def pytest_sessionstart(self, session):
+        from .framework import judging
+
+        judging(self._evidence)
         if self.watchdog is not None:
             self.watchdog.session = session
 

@@ -728,3 +728,17 @@ MISTAKES.append(Mistake(
     ("weights.trainable_list",),
     "key_dim=4",
 ))
+
+
+# A Dropout forced on inside call: random at every call, so every comparison of outputs fails; the one
+# cause is the randomness, named first, with the Dropout that makes it.
+MISTAKES.append(Mistake(
+    "dropout_forced_on_in_call",
+    edit(("        self.supports_masking = True\n",
+          "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
+         ("        proj_output = self.dense_proj(proj_input)\n",
+          "        proj_output = self.dropout(self.dense_proj(proj_input), training=True)\n")),
+    ("forward.inference", "config.from_config", "config.keras_file", "mask.padding_invariance", "forward.post_norm"),
+    "layer Dropout (call",
+    causes=1,
+))

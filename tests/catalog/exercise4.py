@@ -63,6 +63,7 @@ MISTAKES = layer_api_mistakes(
         edit((CROSS, 'cross_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)')),
         ("mask.cross_attention_mask", "mask.encoder_padding_invariance"),
         "it was built from the target's padding mask",
+        causes=1,
     ),
     Mistake(
         "cross_mask_ignored",
@@ -75,6 +76,7 @@ MISTAKES = layer_api_mistakes(
         edit((CROSS_ATTEND, "crossed = self.attention_2(attended, attended)")),
         ("mask.cross_attention_mask", "forward.decoder"),
         "no MultiHeadAttention call with encoder_outputs as its value",
+        causes=1,
     ),
     Mistake(
         "cross_query_from_the_inputs",
@@ -315,4 +317,16 @@ VARIANTS.append(Variant(
         ("self.attention_1 = layers.MultiHeadAttention(", "self.attention_1 = ForwardingAttention("),
         ("\n\nclass TransformerDecoder(", FORWARDING_ATTENTION + "\nclass TransformerDecoder("),
     ),
+))
+
+
+# The causal mask transposed (upper-triangular): each position sees itself and the LATER ones. One
+# mistake, told once: the look-ahead, with the output's difference under it.
+MISTAKES.append(Mistake(
+    "causal_mask_transposed",
+    edit(("        causal = keras.ops.tril(keras.ops.ones((length, length), dtype=\"bool\"))",
+          "        causal = keras.ops.triu(keras.ops.ones((length, length), dtype=\"bool\"))")),
+    ("mask.self_attention_mask", "mask.causal", "forward.decoder"),
+    "later positions",
+    causes=1,
 ))

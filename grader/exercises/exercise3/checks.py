@@ -15,7 +15,7 @@ import pytest
 from ...judge import analysis, contract
 from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_deterministic_inference,
+    assert_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters,
     assert_norms_diverge, assert_output_shape, assert_trainable_shapes, assert_unchanged, attention_hints,
@@ -332,5 +332,5 @@ def check_post_norm(plain, job, values):
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, computed, values):
-    assert_deterministic_inference(evidence, computed.run(values))
+def check_inference(evidence, values, request):
+    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)

@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 
 from ...judge import analysis, contract
-from ...judge.framework import check, fail
+from ...judge.framework import CheckFailed, check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_deterministic_inference,
+    assert_inference,
     Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
     trainable_keys, values, verified_layer, raised_call_diagnosis, computed_layer, assert_mixes_positions,
-    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason,
+    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason, close,
 )
+from ...judge.budget import ReplayFailed
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
 from ...judge.reference import decoder_variants, resolve
@@ -234,8 +235,13 @@ def _earlier(job) -> np.ndarray:
 def check_causal(evidence, job, values):
     plain = _verified_call(evidence, job, "forward", "mask.causal", "mask.causal", needs_attention=False)
     changed = _verified_call(evidence, job, "causal", "mask.causal", "mask.causal", needs_attention=False)
-    assert_unchanged(plain.output, changed.output, _earlier(job), f"target positions {job['future_from']} and later",
-                     CAUSAL_WHY)
+    try:
+        assert_unchanged(plain.output, changed.output, _earlier(job),
+                         f"target positions {job['future_from']} and later", CAUSAL_WHY)
+    except CheckFailed as failure:
+        if plain.verified and len(plain.attention) > 1 and _attention_roles(plain)[1] is None:
+            failure.cause = "mask.cross_attention_mask"  # no attention reads the encoder: the second reads ahead
+        raise
     _confirm(plain, changed)
     assert_mixes_positions(plain.observed, values, "inputs", np.ones(_earlier(job).shape, dtype=bool), SEE)
 
@@ -272,7 +278,7 @@ def check_cross_attention_mask(evidence, job):
              "a cross-attention over encoder_outputs.",
              "The decoder attends to its own earlier positions, then to the source sentence.")
     raw = (_arguments(evidence, "mask", 1) or {}).get("attention_mask")
-    if isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == length and length != source.shape[1]:
+    if _cross_mask_from_target(evidence, job):
         fail(
             f"the cross-attention mask has {length} keys (shape {tuple(raw.shape)}): it was built from the "
             "target's padding mask.",
@@ -286,6 +292,15 @@ def check_cross_attention_mask(evidence, job):
     assert_masks_keys(cross_step, expected, target, _arguments(evidence, "mask", 1), what="padded encoder positions",
                       real_keys=source)
     _confirm(observed)
+
+
+def _cross_mask_from_target(evidence, job) -> bool:
+    """Whether the masked call's cross-attention got a mask with one key per target position (the
+    target's padding mask) where its keys are the source's positions (of another length)."""
+    length = np.asarray(job["target_mask"]).shape[1]
+    raw = (_arguments(evidence, "mask", 1) or {}).get("attention_mask")
+    return isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == length and \
+        length != np.asarray(job["source_mask"]).shape[1]
 
 
 @check("mask.encoder_padding_invariance", "Padded encoder positions cannot change the output", "mask", points=2)
@@ -326,6 +341,12 @@ def check_lengths(evidence, job):
             _same_error_reported(evidence, error)
             built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
+            if _cross_mask_from_target(evidence, job):  # the cross-attention's mask, told by its own check
+                fail(f"your layer raised on {what} ({built}): its cross-attention's mask is built from the target's "
+                     "padding mask, which has one entry per target position where the keys are the source's.",
+                     "encoder_outputs_mask for the cross-attention, at every target and source length.",
+                     "Cross-attention's keys are the encoder outputs, so its mask must describe the source "
+                     "sentence, whatever the target's length.", cause="mask.cross_attention_mask")
             fail(
                 format_student_error(f"your layer raised on {what} ({built})", error, parts_of(evidence.public_job)),
                 "a decoder that works for any target and source lengths.",
@@ -405,11 +426,37 @@ def check_decoder(plain, job, values):
         roles[f"norm{index}"] = {"gamma": step.params.get("gamma"), "beta": step.params.get("beta"),
                                  "epsilon": float(step.constants["epsilon"])}
     x, encoder, _ = _arrays(job, "forward")
-    variants = decoder_variants(x, encoder, resolve(roles, values))
+    parts = resolve(roles, values)
+    variants = decoder_variants(x, encoder, parts)
+
+    def otherwise():
+        written_attention_slip(attention_steps)
+        _own_masks_explain(plain.output, x, encoder, parts, self_step, cross_step)
+
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
-                             otherwise=lambda: written_attention_slip(attention_steps), whys=WHYS)
+                             otherwise=otherwise, whys=WHYS,
+                             causes={"cross_attends_to_decoder": "mask.cross_attention_mask"})
+
+
+def _own_masks_explain(output, x, encoder, parts, self_step, cross_step) -> None:
+    """Fail, naming the mask checks as the cause, when the output is what the correct decoder computes
+    with the masks the student's attentions received (their replayed steps): the masks are the mistake,
+    the rest of the computation is right."""
+    self_mask, cross_mask = (step.constants.get("mask") for step in (self_step, cross_step))
+    causal = bool(self_step.constants.get("causal"))
+    if self_mask is None and not causal:
+        return
+    try:
+        own = decoder_variants(x, encoder, parts, self_mask=self_mask, cross_mask=cross_mask, causal=causal)["correct"]
+    except (ValueError, ReplayFailed):
+        return
+    if close(np.asarray(output, dtype=np.float64), own):
+        fail("your output is what the correct decoder computes with the masks your attentions received, so the "
+             "computation is right and a mask is not.",
+             DECODER, "The masks decide what each position may read; see the mask checks for which one is wrong.",
+             cause="mask.self_attention_mask")
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, computed, values):
-    assert_deterministic_inference(evidence, computed.run(values))
+def check_inference(evidence, values, request):
+    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)
