@@ -2,9 +2,11 @@
 
 A test cell of the course ends with ``assert_topic("exercise3", "mask")``. It
 grades what ``grade`` grades for this notebook — the notebook nbgrader is
-running (in the kernel's folder), read as ``grade`` reads it: every code cell
-that is not a test cell, in order; or, without the notebook file, the code the
-kernel executed — in a child process, once per kernel and answer — prints each check of the topic with
+running (in the kernel's folder), read as ``grade`` reads it: its answer cells
+and the cells of the student's own they use, never the visible checks
+(``grader.submission``); or, without the notebook file, the code the kernel
+executed but for the test cells and the released "Check your work" cell — in a
+child process, once per kernel and answer — prints each check of the topic with
 its points and the message of every check that did not pass, and returns the
 points the topic earned as a plain float. The cell ends with that number, so
 nbgrader scores the cell by it (partial credit): the cells of a notebook add
@@ -64,7 +66,11 @@ def graded_source(exercise_id: str, target: str) -> "str | Path":
     history = _history()
     answer = answer_source(target, history)
     index = max(i for i, cell in enumerate(history) if cell == answer)
-    return "\n\n".join(cell for cell in history[:index + 1] if cell and "assert_topic(" not in cell) + "\n"
+    from .integrations.course import check_cell_source
+
+    check = check_cell_source(exercises.get(exercise_id)).strip()
+    return "\n\n".join(cell for cell in history[:index + 1]
+                        if cell and "assert_topic(" not in cell and cell.strip() != check) + "\n"
 
 
 def _defines(source: str, target: str) -> bool:

@@ -37,8 +37,20 @@ HELPER_CELL = "import keras\n\n\ndef expand_keys(mask):\n    return keras.ops.ex
 NOISY_WITH_HELPER = NOISY.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand_keys(mask)")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
 AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
+
+
+def _mistake(exercise_id: str, name: str) -> str:
+    from .catalog import catalog
+
+    return next(m.source for m in catalog(exercise_id)[0] if m.name == name)
+
+
+# Partly right answers the released "Check your work" cell rejects: the check fails in the kernel,
+# and the answer keeps the points a .py file of it earns.
+RETURNS_A_TUPLE = _mistake("exercise3", "returns_a_tuple")
+NO_COMPUTE_MASK = _mistake("exercise1", "no_compute_mask")
 WRITTEN = "exercise3-why-two-norms"
-STUDENTS = ("alice", "bob", "carol", "dave")
+STUDENTS = ("alice", "bob", "carol", "dave", "frank")
 TEST_CELLS = [f"exercise3-{topic}" for topic in exercises.get("exercise3").topic_points()]
 
 
@@ -56,7 +68,7 @@ def submit(course: Path, student: str, answer: str | None, written: str | None =
            assignment: str = "exercise3", edit_test_cell: bool = False, own_cell: str | None = None) -> Path:
     """Copy the released notebook into submitted/<student>/<assignment>/, with the answer cells filled in
     (and ``own_cell``, a code cell the student added, just before the answer cell)."""
-    notebook = nbformat.read(course / "release" / "exercise3" / "exercise3.ipynb", as_version=4)
+    notebook = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
     if own_cell is not None:
         answer_at = next(i for i, c in enumerate(notebook.cells)
                          if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
@@ -91,9 +103,11 @@ def autograded(grades: dict[str, float]) -> float:
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     """A course as an instructor runs it: another notebook of the instructor's in source/, exercise3
-    released, four students (the solution with a written answer, the book's encoder, the stub with a
-    test cell edited, a correct answer that writes to stderr), alice's exercise1 and bob's notes
-    lying around; a copy taken before autograde, and then `nbgrader autograde`."""
+    and exercise1 released, five students of exercise3 (the solution with a written answer, the
+    book's encoder, the stub with a test cell edited, a correct answer that writes to stderr, a
+    partly right answer the check cell rejects beside a failing check of the student's own), alice's
+    exercise1 (partly right, rejected by its check cell) and bob's notes lying around; a copy taken
+    before autograde, and then `nbgrader autograde` of both assignments."""
     root = tmp_path_factory.mktemp("term")
     course = root / "course"
     own = course / "source" / "week0" / "week0.ipynb"
@@ -101,15 +115,18 @@ def term(tmp_path_factory):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Welcome")]), own)
     update_course(course)
     generate = nbgrader(course, "generate_assignment", "exercise3")
+    nbgrader(course, "generate_assignment", "exercise1")
     submit(course, "alice", SOLUTION, "Each norm learns its own gamma and beta, fitted to its own inputs.")
-    submit(course, "alice", SOLUTION, assignment="exercise1")
+    submit(course, "alice", NO_COMPUTE_MASK, assignment="exercise1")
     submit(course, "bob", BOOK)
     (course / "submitted" / "bob" / "notes.py").write_text("# what to ask in class\n", encoding="utf-8")
     submit(course, "carol", None, edit_test_cell=True)
     submit(course, "dave", NOISY_WITH_HELPER, own_cell=HELPER_CELL)
-    pristine = root / "pristine"  # its gradebook holds the assignment and no submission
+    submit(course, "frank", RETURNS_A_TUPLE, own_cell="assert False, 'a check of my own'")
+    pristine = root / "pristine"  # its gradebook holds the assignments and no submission
     shutil.copytree(course, pristine)
     autograde = nbgrader(course, "autograde", "exercise3", "--create")
+    nbgrader(course, "autograde", "exercise1", "--create")
     return SimpleNamespace(course=course, pristine=pristine, own=own,
                            logs=generate.stdout + generate.stderr + autograde.stdout + autograde.stderr)
 
@@ -210,6 +227,31 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("student, assignment, answer", [("frank", "exercise3", RETURNS_A_TUPLE),
+                                                          ("alice", "exercise1", NO_COMPUTE_MASK)])
+def test_a_partly_right_answer_the_check_cell_rejects_scores_in_nbgrader_as_its_python_file(
+        term, tmp_path, student, assignment, answer):
+    """nbgrader ran the check cell and its assert failed; the hidden tests grade the answer, not the
+    check: every test cell holds the points of its topic in the .py file's verdict."""
+    from nbgrader.api import Gradebook
+
+    notebook = nbformat.read(term.course / "autograded" / student / assignment / f"{assignment}.ipynb",
+                             as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
+    assert [o.ename for o in cells[f"{assignment}-check"].outputs if o.output_type == "error"] in (
+        ["AssertionError"], ["AttributeError"])  # the check cell failed in the kernel
+    python = tmp_path / f"{assignment}.py"
+    python.write_text(answer, encoding="utf-8")
+    verdict = grade_warm(assignment, python)
+    assert verdict.status == "failed" and 0 < verdict.score < verdict.max_score
+    with Gradebook(f"sqlite:///{term.course / 'gradebook.db'}") as gradebook:
+        got = {g.name: g.score for nb in gradebook.find_submission(assignment, student).notebooks for g in nb.grades}
+    assert autograded(got) == verdict.score
+    for topic in exercises.get(assignment).topic_points():
+        assert got[f"{assignment}-{topic}"] == sum(c.points for c in verdict.checks if c.topic == topic), topic
+
+
+@pytest.mark.slow
 def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
     """dave's answer writes to stderr, and uses a helper defined in a cell of his own: nbgrader runs
     that cell, so the grader does too."""
@@ -253,7 +295,7 @@ def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, b
     assert f"Not stored for erin: {erin / 'exercise3.py'} is not {erin / 'exercise3.ipynb'}" in printed
     assert f"Not stored for mallory: {batch.course / 'submitted' / 'mallory' / 'exercise3' / 'exercise3.ipynb'} " \
            "is a symbolic link: it was not read" in printed
-    assert "Autograded 4 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
+    assert "Autograded 5 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
     assert "written answer worth 2 points" in printed
     assert batch.result.stderr.strip() == ""
     stored = scores(batch.course)
@@ -300,12 +342,12 @@ def test_batch_gives_each_test_cell_the_outputs_autograde_gives(term, batch):
 @pytest.mark.slow
 def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, batch):
     summary = list(csv.DictReader((batch.out / "summary.csv").open(encoding="utf-8")))
-    assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "mallory"]
+    assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "frank", "mallory"]
     gradebook = scores(term.course)
     for row in summary[:4]:
         assert float(row["score"]) == autograded(gradebook[row["id"]]), row
         assert row["manual_points"] == "2"
-    assert summary[5]["status"] == "error"
+    assert float(summary[5]["score"]) == autograded(gradebook["frank"]) and summary[6]["status"] == "error"
     lines = [json.loads(line) for line in (batch.out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == [r["id"] for r in summary]
     assert all(isinstance(line["seed"], int) for line in lines[:5]) and lines[0]["student"] == "alice"
