@@ -252,6 +252,23 @@ def test_a_partly_right_answer_the_check_cell_rejects_scores_in_nbgrader_as_its_
 
 
 @pytest.mark.slow
+def test_a_failed_test_cell_shows_its_message_first_wrapped_and_no_traceback(term):
+    """In nbgrader's autograded notebook (and so in its feedback): carol's stub earned nothing, so every
+    test cell failed; its error is the message alone, at most WIDTH columns a line."""
+    from grader.notebook import WIDTH
+
+    notebook = nbformat.read(term.course / "autograded" / "carol" / "exercise3" / "exercise3.ipynb", as_version=4)
+    errors = [o for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") in TEST_CELLS
+              for o in c.outputs if o.output_type == "error"]
+    assert len(errors) == len(TEST_CELLS)
+    for error in errors:
+        shown = "\n".join(error.traceback)
+        assert error.traceback[0] and error.evalue.startswith(error.traceback[0])  # the message, from its start
+        assert "Traceback" not in shown and "grader/notebook.py" not in shown and "Cell In" not in shown
+        assert max(len(line) for line in error.traceback) <= WIDTH
+
+
+@pytest.mark.slow
 def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
     """dave's answer writes to stderr, and uses a helper defined in a cell of his own: nbgrader runs
     that cell, so the grader does too."""
@@ -485,13 +502,80 @@ def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_returns_and_ra
     assert "✗ Two norms (weights.two_norms): 0/2" in weights[0].text and "one instance is shared" in weights[0].text
     assert "weights: 1 of 3 points" in weights[0].text and weights[1].data["text/plain"] == "1.0"
     assert [o.output_type for o in topic_outputs(verdict, "api")] == ["stream", "execute_result"]
-    mask = topic_outputs(verdict, "mask")  # a topic that earned nothing fails its cell
-    assert mask[-1].output_type == "error" and "mask: 0 of 2 points" in mask[-1].evalue
+    mask = topic_outputs(verdict, "mask")  # a topic that earned nothing fails its cell, and says it all there
+    assert [o.output_type for o in mask] == ["error"] and mask[0].evalue.startswith("mask: 0 of 2 points")
+    assert "✗ Keys (mask.keys): 0/2" in mask[0].traceback
     assert "padding is attended" in mask[-1].evalue
     assert topic_outputs(verdict, "config")[-1].output_type == "error"  # no checks of a topic earn nothing
     broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
     [output] = topic_outputs(broken, "api")
     assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue
+
+
+LONG = ("Observed: padded keys changed the output of real positions by up to 0.31, at positions 2 and 3 of "
+        "the second sequence, where nothing should have moved.\nWhy it matters: a padding mask that does not "
+        "reach attention lets the padding of a batch change every sentence's encoding.")
+
+
+FORWARD = ("Observed: the output is LayerNormalization(x) + attention(x), the norm applied before the residual "
+           "sum.\nWhy it matters: the book's encoder is post-norm, and a model built from your layer would train "
+           "with other dynamics than the one the chapter describes.")
+
+
+def _verdict_with_long_messages():
+    from grader.verdict import CheckResult, Verdict
+
+    checks = [CheckResult("mask.masks_keys", "Padded keys are masked", "mask", "failed", 0.0, 3.0, LONG),
+              CheckResult("mask.padding_invariance", "Padding changes nothing", "mask", "failed", 0.0, 2.0,
+                          "Not checked: the keys are not masked (see check mask.masks_keys)."),
+              CheckResult("forward.post_norm", "Post-norm", "forward", "failed", 0.0, 2.0, FORWARD),
+              CheckResult("forward.residuals", "Residuals", "forward", "passed", 2.0, 2.0, "")]
+    return Verdict("exercise3", "bob.ipynb", "failed", 2.0, 9.0, None, checks, {})
+
+
+def test_a_test_cell_leads_with_its_message_wrapped_and_a_failure_shows_no_traceback_in_a_real_kernel(tmp_path):
+    """assert_topic in a real IPython kernel, on a verdict with long messages: the partly earned topic
+    prints its points first, every line at most WIDTH columns; the topic that earned nothing raises an
+    AssertionError whose traceback is its message alone, wrapped, not the frames of the cell and the
+    grader. Nothing reaches stderr, and ``grade batch --gradebook`` writes the same outputs."""
+    import nbclient
+
+    from grader.integrations.gradebook import topic_outputs
+    from grader.notebook import WIDTH
+
+    setup = ("import grader.notebook as notebook\n"
+             "from tests.test_nbgrader_course import _verdict_with_long_messages\n"
+             "notebook.graded_source = lambda exercise_id, target: 'the answer'\n"
+             "notebook.verdict_for = lambda exercise_id, source: _verdict_with_long_messages()\n")
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(setup),
+        nbformat.v4.new_code_cell('from grader.notebook import assert_topic\nassert_topic("exercise3", "forward")'),
+        nbformat.v4.new_code_cell('from grader.notebook import assert_topic\nassert_topic("exercise3", "mask")'),
+    ])
+    notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbclient.NotebookClient(notebook, timeout=120, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(exercises.PROJECT_ROOT)}}).execute()
+    forward, mask = notebook.cells[1].outputs, notebook.cells[2].outputs
+    assert [o.output_type for o in forward] == ["stream", "execute_result"]
+    assert forward[0].text.startswith("forward: 2 of 4 points\n") and forward[1].data["text/plain"] == "2.0"
+    assert "train with other dynamics than the one" in " ".join(forward[0].text.split())
+    assert [o.output_type for o in mask] == ["error"]  # the message first: nothing printed before it
+    error = mask[0]
+    assert error.ename == "AssertionError" and error.evalue.startswith("mask: 0 of 5 points; 2 of 2 checks did not")
+    assert error.traceback[0] == "mask: 0 of 5 points; 2 of 2 checks did not pass."
+    shown = "\n".join(error.traceback)
+    for noise in ("Traceback", "Cell In", "grader/notebook.py", "assert_topic(", "\x1b["):
+        assert noise not in shown, noise
+    assert "lets the padding of a batch change" in " ".join(shown.split())
+    for output in forward + mask:
+        assert output.get("name") != "stderr"
+    assert "✗ Padded keys are masked (mask.masks_keys): 0/3" in error.traceback
+    lines = forward[0].text.splitlines() + error.traceback
+    assert max(len(line) for line in lines) <= WIDTH and any(len(line) > WIDTH // 2 for line in lines)
+    for topic, outputs in (("forward", forward), ("mask", mask)):
+        written = topic_outputs(_verdict_with_long_messages(), topic)
+        assert [o.get("text") for o in written] == [o.get("text") for o in outputs]
+        assert [o.get("traceback") for o in written] == [o.get("traceback") for o in outputs]
 
 
 # --------------------------------------------------------------------------- the course config
