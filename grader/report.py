@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .causes import Cause, root_causes
+from .causes import Cause, first_problem, root_causes
 from .verdict import TOPICS, Verdict
 
 STATUS_STYLE = {
@@ -400,9 +400,7 @@ def batch_summary(results, out) -> RenderableType:
     table.add_column("first problem", ratio=1, overflow="fold")
     for result in shown:
         verdict = displayed(result.verdict)
-        causes = root_causes(verdict.checks)
-        first = causes[0].root if causes else None
-        problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
+        problem = first_problem(verdict)
         style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
         table.add_row(Text(printable(result.submission.id)), Text(verdict.status, style=style),
                       f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", Text(problem))
