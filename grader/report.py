@@ -422,7 +422,10 @@ def backends_view(comparison) -> RenderableType:
         score = "could not be graded" if verdict.status == "error" else \
             f"{_num(verdict.score)}/{_num(verdict.max_score)} {verdict.status}"
         note = "" if name == comparison.reference else ("  differs" if name in differing else "  the same")
-        lines.add_row(Text(symbol, style=style), BACKEND_TITLES.get(name, name), Text(score + note))
+        row = Text(score + note)
+        if verdict.status == "error":
+            row.append(f"\n{backend_reason(verdict, name)}", style="default")
+        lines.add_row(Text(symbol, style=style), BACKEND_TITLES.get(name, name), row)
     for name, why in comparison.skipped.items():
         lines.add_row(Text("-", style="dim"), Text(BACKEND_TITLES.get(name, name), style="dim"),
                       Text(why, style="dim"))
@@ -451,6 +454,19 @@ def backends_view(comparison) -> RenderableType:
             text.append(f"\n  {printable(difference.detail)}", style="default")
         parts.append(text)
     return Panel(Group(*parts), title="Backends", title_align="left", border_style="cyan")
+
+
+def backend_reason(verdict: Verdict, backend: str) -> str:
+    """Why a backend could not grade the submission, in the words of its single-backend run, without
+    the preamble the backend's row already says ("your layer calls TensorFlow directly (tf.shape at
+    line 16): ...")."""
+    from .backends import title
+
+    reason = printable(first_problem(verdict))
+    for preamble in (f"The submission could not be graded on {title(backend)}: ", "The submission could not be graded: "):
+        if reason.startswith(preamble):
+            return reason[len(preamble):]
+    return reason
 
 
 # the grading process's phases, as a reader of --all-backends knows them
