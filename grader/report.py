@@ -386,8 +386,9 @@ def progress_table(states: list[dict], chapter: str | None = None) -> Renderable
     return Group(table, Text(f"{done} of {len(states)} exercises passed.", style="bold"))
 
 
-def batch_summary(results, out) -> RenderableType:
-    """``grade batch``: counts, and a row per submission (the failing ones only, past 40)."""
+def batch_summary(results, out, not_graded=()) -> RenderableType:
+    """``grade batch``: counts, a row per submission (the failing ones only, past 40), and every path
+    found beside the submissions and not graded (``batch.Skipped``)."""
     counts: dict[str, int] = {}
     for result in results:
         counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
@@ -406,7 +407,13 @@ def batch_summary(results, out) -> RenderableType:
                       f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", Text(problem))
     line = Text(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing graded")
     line.append(f"  ·  results in {out}", style="dim")
-    return Group(table, line)
+    parts: list[RenderableType] = [table, line]
+    if not_graded:
+        count = len(not_graded)
+        parts.append(Text(f"Not graded: {count} {'path' if count == 1 else 'paths'} beside the submissions:",
+                          style="yellow"))
+        parts += [Text(f"  {printable(str(item.path))}: {printable(item.why)}") for item in not_graded]
+    return Group(*parts)
 
 
 def backends_view(comparison) -> RenderableType:

@@ -90,7 +90,8 @@ def batch_command(argv: list[str]) -> int:
     for course, submitted in found.searched:
         say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
     if found.skipped:
-        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
+        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions "
+                      "(listed again at the end, in run.json):[/yellow]")
         for skipped in found.skipped:
             say(console, f"  {skipped.path}: {skipped.why}")
     if not whole.submissions and not whole.refused:
@@ -111,8 +112,8 @@ def batch_command(argv: list[str]) -> int:
 
     sandboxes = [r.verdict.context.get("sandbox") for r in results]
     finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
-                                  sandboxes))
-    console.print(batch_summary(results, args.out.resolve()))
+                                  sandboxes, whole.skipped))
+    console.print(batch_summary(results, args.out.resolve(), whole.skipped))
     say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
     note = manual_note(exercise.id)
     if note:
