@@ -160,7 +160,10 @@ def test_every_stray_file_is_listed_wherever_it_lies(course, tmp_path):
     assert "timestamp.txt" not in skipped and "exercise3-checkpoint.ipynb" not in skipped
 
 
-def test_the_batch_summary_and_the_manifest_list_the_stray_files(tmp_path, capsys, monkeypatch):
+def test_the_batch_summary_the_manifest_and_the_class_page_list_the_stray_files(tmp_path, capsys, monkeypatch):
+    from grader.integrations.class_report import render
+    from grader.integrations.results import read_results
+
     monkeypatch.setattr("grader.integrations.batch.Workers", lambda: pytest.fail("a grading worker was started"))
     submitted = tmp_path / "submitted"
     (submitted / "mallory" / "exercise3").mkdir(parents=True)
@@ -176,6 +179,11 @@ def test_the_batch_summary_and_the_manifest_list_the_stray_files(tmp_path, capsy
     manifest = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert manifest["not_graded"] == [{"path": str(readme), "why": "not in a student's folder"},
                                       {"path": str(notes), "why": "not a .py or .ipynb file, not graded for mallory"}]
+    from .test_class_report import Page
+
+    assert Page(render(read_results(out))).tables["not-graded"] == [
+        [str(readme), "not in a student's folder"], [str(notes), "not a .py or .ipynb file, not graded for mallory"]]
+    assert (out / "students" / "mallory.html").is_file()
 
 
 def test_ids_are_unique_and_never_take_another_rows_own_id(tmp_path):

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from .. import exercises
+from ..integrations.class_report import plural
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
 from .common import (_exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
@@ -90,8 +91,8 @@ def batch_command(argv: list[str]) -> int:
     for course, submitted in found.searched:
         say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
     if found.skipped:
-        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions "
-                      "(listed again at the end, in run.json):[/yellow]")
+        console.print(f"[yellow]Skipped {plural(len(found.skipped), 'path')} that are not {exercise.id} "
+                      "submissions (listed again at the end, and on the class page):[/yellow]")
         for skipped in found.skipped:
             say(console, f"  {skipped.path}: {skipped.why}")
     if not whole.submissions and not whole.refused:
@@ -99,7 +100,7 @@ def batch_command(argv: list[str]) -> int:
         return EXIT_ERROR
     if shard != WHOLE:
         say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
-                     f"{len(class_ids(whole))} submissions.")
+                     f"{plural(len(class_ids(whole)), 'submission')}.")
     from ..integrations.platforms import gradescope_visibility
 
     with gradescope_visibility(args.gradescope_visibility):
@@ -114,7 +115,8 @@ def batch_command(argv: list[str]) -> int:
     finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
                                   sandboxes, whole.skipped))
     console.print(batch_summary(results, args.out.resolve(), whole.skipped))
-    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
+    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()} (each student's own report in "
+                 f"{(args.out / 'students').resolve()})")
     note = manual_note(exercise.id)
     if note:
         console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
@@ -153,8 +155,9 @@ def merge_command(argv: list[str]) -> int:
     write_report(args.out)
     from rich.console import Console
 
-    say(Console(), f"Merged {len(args.folders)} shard(s), {len(merged['class'])} submissions of "
-                   f"{merged['exercise']}, into {out} (report.html: the class at a glance).")
+    say(Console(), f"Merged {plural(len(args.folders), 'shard')}, {plural(len(merged['class']), 'submission')} of "
+                   f"{merged['exercise']}, into {out} (report.html: the class at a glance; students/: each "
+                   "student's own report).")
     return 0
 
 
@@ -163,8 +166,9 @@ def class_report_command(argv: list[str]) -> int:
         prog="grade class-report",
         description="Write report.html again into each results folder of grade batch or grade merge, from its "
                     "verdicts.jsonl, summary.csv and run.json: one static page (no script, nothing fetched) "
-                    "with the score distribution, each check's pass rate by topic, the most common "
-                    "mistakes, the submissions that could not be graded, and time per grading.",
+                    "with the score distribution, the most common mistakes, every student with their first "
+                    "problem, each check's pass rate by topic, the submissions that could not be graded, the "
+                    "files not graded and time per grading; and students/, each student's own report.",
         epilog="exit codes: 0 every report written; 2 a folder holds no results.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder")
     args = parser.parse_args(argv)
@@ -179,7 +183,8 @@ def class_report_command(argv: list[str]) -> int:
 
     console = Console()
     for folder, results in every:
-        say(console, f"{write_report(folder, results)}: {len(results.verdicts)} submissions")
+        say(console, f"{write_report(folder, results)}: {plural(len(results.verdicts), 'submission')}, each with "
+                     f"a page of its own in {Path(folder) / 'students'}")
     return 0
 
 

@@ -21,8 +21,8 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
   that a spreadsheet would run as a formula starts with an apostrophe);
 - ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.integrations.platforms``);
 - once the run ends, ``run.json`` (its manifest: exercise, shard, seed, grader version, the class's
-  ids, the paths not graded; ``grader.integrations.shards``) and ``report.html``, the class at a glance
-  (``grader.integrations.class_report``).
+  ids, the paths not graded; ``grader.integrations.shards``), ``report.html``, the class at a glance, and
+  ``students/<name>.html``, each student's own report (``grader.integrations.class_report``).
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ class Result:
     seconds: float
 
 
-RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", "run.json", "report.html")
+RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", "run.json", "report.html", "students")
 SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
 
 
