@@ -304,6 +304,25 @@ def test_a_student_s_page_is_their_report_and_pages_of_students_gone_are_removed
     assert (folder / "students" / "notes.txt").exists()  # not a page the report wrote
 
 
+def test_a_report_the_grader_cannot_draw_is_its_own_failure_on_that_page_alone(tmp_path, monkeypatch):
+    from grader.integrations import class_report
+
+    real = class_report.render_student
+
+    def broken(record, exercise=""):
+        if record["id"] == "ben":
+            raise ZeroDivisionError("division by zero")
+        return real(record, exercise)
+
+    monkeypatch.setattr(class_report, "render_student", broken)
+    folder = results_folder(tmp_path / "out")
+    write_report(folder)
+    ben = "".join(Page((folder / "students" / "ben.html").read_text(encoding="utf-8")).text)
+    assert "The grader could not draw this report (ZeroDivisionError: division by zero)" in ben
+    assert "Score 2/4" in "".join(Page((folder / "students" / "cat.html").read_text(encoding="utf-8")).text)
+    assert (folder / "report.html").is_file()
+
+
 def test_files_found_beside_the_submissions_are_listed(tmp_path):
     folder = results_folder(tmp_path / "out")
     manifest = json.loads((folder / "run.json").read_text(encoding="utf-8"))

@@ -630,7 +630,13 @@ def write_report(folder, results: ClassResults | None = None) -> str:
     written = set()
     for record in results.verdicts:
         name = f"{pages[record['id']]}.html"
-        _write(students / name, render_student(record, exercise))
+        try:
+            page = render_student(record, exercise)
+        except Exception as exc:  # noqa: BLE001 - the grader's failure, for this page alone
+            page = (_head(f"{record['id']}: report") + '<p><a href="../report.html">← the class report</a></p>'
+                    f"<h1>{e(record['id'])}</h1><p>The grader could not draw this report ({e(type(exc).__name__)}: "
+                    f"{e(str(exc)[:300])}); the verdict is in verdicts.jsonl.</p></body></html>\n")
+        _write(students / name, page)
         written.add(name)
     for stale in students.glob("*.html"):
         if stale.name not in written and PAGE_NAME.fullmatch(stale.stem):
