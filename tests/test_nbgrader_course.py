@@ -471,10 +471,10 @@ def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
 
     no_database = run(fresh, "exercise3")
     assert no_database.returncode == 2 and "gradebook.db does not exist" in no_database.stderr
-    other_assignment = run(term.pristine, "exercise1")  # only exercise3 was generated there
+    other_assignment = run(term.pristine, "exercise2")  # only exercise3 and exercise1 were generated there
     assert other_assignment.returncode == 2
-    assert "has no notebook exercise1" in other_assignment.stderr
-    assert "generate_assignment exercise1" in other_assignment.stderr
+    assert "has no notebook exercise2" in other_assignment.stderr
+    assert "generate_assignment exercise2" in other_assignment.stderr
     assert not (tmp_path / "out").exists()  # nothing was graded
 
 
