@@ -3,14 +3,15 @@
     python benchmarks/class_report_speed.py [--students N] [--repeat R]
 
 Builds a synthetic class of N verdicts (exercise 3's checks, a mix of mistakes, some submissions
-that could not be graded), then measures ``grader.integrations.class_report.render``: the page's size and the
-time to draw it (best of R); and ``render_student`` for every student: the size of the students'
-pages in all and the time to draw them (once: Rich lays out each student's report). If matplotlib is importable it draws the same charts (the score
-histogram, one pass-rate chart per topic, the time histogram) as SVG with text kept as text
-(``svg.fonttype = none``, its smallest), and reports their size, the time to draw them and the
-time to import matplotlib in a fresh interpreter. matplotlib is not a dependency of the project:
-install it beside this run only to compare (``pip install --target /tmp/mpl matplotlib`` and
-``PYTHONPATH=/tmp/mpl``). Nothing is written but the page, to a temporary folder.
+that could not be graded), then measures ``grader.integrations.class_report.render``: the page's
+size and the time to draw it (best of R); and ``render_student`` for every student: the size of the
+students' pages in all and the time to draw them (once: Rich lays out each student's report). If
+matplotlib is importable it draws the same charts (the score histogram, one pass-rate chart per
+topic, the time histogram) as SVG with text kept as text (``svg.fonttype = none``, its smallest),
+and reports their size, the time to draw them and the time to import matplotlib in a fresh
+interpreter. matplotlib is not a dependency of the project: install it beside this run only to
+compare (``pip install --target /tmp/mpl matplotlib`` and ``PYTHONPATH=/tmp/mpl``).
+Nothing is written but the class page, to a temporary folder.
 """
 
 from __future__ import annotations

@@ -470,7 +470,8 @@ def backend_reason(verdict: Verdict, backend: str) -> str:
     from .backends import title
 
     reason = printable(first_problem(verdict))
-    for preamble in (f"The submission could not be graded on {title(backend)}: ", "The submission could not be graded: "):
+    for preamble in (f"The submission could not be graded on {title(backend)}: ",
+                     "The submission could not be graded: "):
         if reason.startswith(preamble):
             return reason[len(preamble):]
     return reason

@@ -71,7 +71,8 @@ def verdict_of(record: dict) -> Verdict:
     for check in record.get("checks") or []:
         if not isinstance(check, dict):
             continue
-        status, message, check_id = str(check.get("status", "")), str(check.get("message") or ""), str(check.get("id", ""))
+        status, message = str(check.get("status", "")), str(check.get("message") or "")
+        check_id = str(check.get("id", ""))
         checks.append(CheckResult(check_id, str(check.get("title", "")), str(check.get("topic", "")), status,
                                   _number(check.get("points")), _number(check.get("max_points")), message,
                                   pointed_to(status, message, check_id)))
