@@ -225,3 +225,25 @@ def told_once(checks) -> dict[str, str]:
         for check in cause.unchecked:
             messages[check.id] = check.message
     return messages
+
+
+def error_headline(error: str | None) -> str:
+    """The first line worth reading of a verdict's error: for an error the student's code raised
+    ("Importing your file raised an error:" and the error under it), the error and where it
+    happened ("NameError: name 'x' is not defined at line 12"); otherwise its first line."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if not (lines[0].endswith(":") and len(lines) > 1):
+        return lines[0]
+    places = [line.split(", in ", 1)[0] for line in lines[2:] if line.startswith("at ") and ", in " in line]
+    return f"{lines[1]} {places[-1]}" if places else lines[1]
+
+
+def first_problem(verdict) -> str:
+    """What a list of a class shows for one verdict: the first line of its error, or the check that
+    tells its first cause, as the student's own report names it first ("" when nothing failed)."""
+    if verdict.error:
+        return error_headline(verdict.error)
+    cause = first_cause(verdict.checks)
+    return f"{cause.root.id}: {cause.root.title}" if cause else ""
