@@ -245,5 +245,5 @@ def first_problem(verdict) -> str:
     tells its first cause, as the student's own report names it first ("" when nothing failed)."""
     if verdict.error:
         return error_headline(verdict.error)
-    cause = first_cause(verdict.checks)
-    return f"{cause.root.id}: {cause.root.title}" if cause else ""
+    causes = root_causes(verdict.checks)
+    return f"{causes[0].root.id}: {causes[0].root.title}" if causes else ""
