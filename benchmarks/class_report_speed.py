@@ -3,13 +3,15 @@
     python benchmarks/class_report_speed.py [--students N] [--repeat R]
 
 Builds a synthetic class of N verdicts (exercise 3's checks, a mix of mistakes, some submissions
-that could not be graded), then measures ``grader.integrations.class_report.render``: the page's size and the
-time to draw it (best of R). If matplotlib is importable it draws the same charts (the score
-histogram, one pass-rate chart per topic, the time histogram) as SVG with text kept as text
-(``svg.fonttype = none``, its smallest), and reports their size, the time to draw them and the
-time to import matplotlib in a fresh interpreter. matplotlib is not a dependency of the project:
-install it beside this run only to compare (``pip install --target /tmp/mpl matplotlib`` and
-``PYTHONPATH=/tmp/mpl``). Nothing is written but the page, to a temporary folder.
+that could not be graded), then measures ``grader.integrations.class_report.render``: the page's
+size and the time to draw it (best of R); and ``render_student`` for every student: the size of the
+students' pages in all and the time to draw them (once: Rich lays out each student's report). If
+matplotlib is importable it draws the same charts (the score histogram, one pass-rate chart per
+topic, the time histogram) as SVG with text kept as text (``svg.fonttype = none``, its smallest),
+and reports their size, the time to draw them and the time to import matplotlib in a fresh
+interpreter. matplotlib is not a dependency of the project: install it beside this run only to
+compare (``pip install --target /tmp/mpl matplotlib`` and ``PYTHONPATH=/tmp/mpl``).
+Nothing is written but the class page, to a temporary folder.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.integrations.class_report import render, summarise  # noqa: E402
+from grader.integrations.class_report import render, render_student, summarise  # noqa: E402
 from grader.integrations.results import ClassResults  # noqa: E402
 
 CHECKS = {
@@ -132,6 +134,11 @@ def main() -> None:
             size = (Path(folder) / "report.html").stat().st_size
         print(f"{students:5d} students: page {size / 1024:7.1f} KiB (its charts {svg / 1024:5.1f} KiB), "
               f"drawn in {seconds * 1000:6.1f} ms")
+        started = time.perf_counter()
+        pages = [render_student(record, "exercise3") for record in results.verdicts]
+        drawn = time.perf_counter() - started
+        print(f"{'':5s}   the students' pages: {sum(len(p.encode('utf-8')) for p in pages) / 1024:7.1f} KiB in all, "
+              f"drawn in {drawn * 1000:6.0f} ms ({drawn * 1000 / max(1, len(pages)):.1f} ms a page)")
         if have_matplotlib:
             mpl_seconds, charts = best_of(args.repeat, lambda: matplotlib_charts(results))
             mpl_size = sum(len(c.encode("utf-8")) for c in charts)

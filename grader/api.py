@@ -364,8 +364,8 @@ def _ungradable(run: ChildRun, exercise, backend: str = DEFAULT_BACKEND) -> str 
             if cell:
                 return (
                     f"Running your notebook did not finish within the time limit ({_limit(run)}): code "
-                    f"{cell.split(':', 1)[1]} was still running. Look for a cell that loops or waits (a training "
-                    "run, input(), a sleep): the grader runs every code cell that is not a test cell."
+                    f"{cell.split(':', 1)[1]} was still running. Look in it for code that loops or waits (a "
+                    "training run, input(), a sleep)."
                 )
             return (
                 f"Importing your file did not finish within the time limit ({_limit(run)}). "

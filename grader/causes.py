@@ -2,11 +2,14 @@
 
 One mistake often fails several checks: a shared norm fails the weight checks and the gradient
 checks with the same explanation; a crash in ``compute_mask`` stops both the saving check and the
-functional-model check with the same error; a call that raised keeps later checks from running.
-``root_causes`` finds these groups from the verdict alone — identical messages, the same error at
-the same line of the student's file, the same "Why it matters", a check named as the reason — so
-the report, the hints and the platforms' messages can say each cause once. The verdict itself keeps
-every check: grouping is how a cause is told, not what was graded.
+functional-model check with the same error; a call that raised keeps later checks from running; a
+layer that is random at inference makes every comparison of its outputs fail. ``root_causes`` finds
+these groups from the verdict alone — identical messages, the same error at the same line of the
+student's file, the same "Why it matters", a check named as the reason, a failed check whose
+``cause`` names the failure the evidence showed explains it — and tells each group by its root: the
+check whose failure explains the most others in it, so the report, the hints and the platforms'
+messages say each cause once, and the one behind the others first. The verdict itself keeps every
+check: grouping is how a cause is told, not what was graded.
 """
 
 from __future__ import annotations
@@ -55,6 +58,31 @@ def _error_line(line: str) -> bool:
     name, separator, _ = line.strip().partition(": ")
     last = name.rpartition(".")[2]
     return bool(separator) and DOTTED_NAME.fullmatch(name) is not None and any(w in last for w in EXCEPTION_WORDS)
+
+
+def explains(upstream, downstream) -> bool:
+    """Whether the failure of check ``upstream`` explains that of ``downstream``: the evidence said so
+    (``downstream.cause``), or the first is one the other depends on (``FOLLOWS``)."""
+    return upstream.id != downstream.id and (downstream.cause == upstream.id or follows(upstream.id, downstream.id))
+
+
+def _root(group: list, position: dict):
+    """The check a group of failures is told by: one no other check of the group explains, of those
+    the one that explains the most of the group (through the others it explains), then the first in
+    report order."""
+    def explained_by(check) -> set:
+        found, pending = set(), [check]
+        while pending:
+            current = pending.pop()
+            for other in group:
+                if other.id not in found and explains(current, other):
+                    found.add(other.id)
+                    pending.append(other)
+        found.discard(check.id)
+        return found
+
+    sources = [c for c in group if not any(explains(other, c) for other in group)] or group
+    return min(sources, key=lambda c: (-len(explained_by(c)), position[c.id]))
 
 
 def follows(upstream: str, downstream: str) -> bool:
@@ -155,14 +183,15 @@ def root_causes(checks) -> list[Cause]:
         for downstream in failed:
             if follows(upstream.id, downstream.id):
                 join(upstream.id, downstream.id)
+    for check in failed:  # the evidence showed another failure explains it
+        if check.cause in parent and check.cause != check.id:
+            join(check.id, check.cause)
     groups: dict[str, list] = {}
     for check in told:
         groups.setdefault(find(check.id), []).append(check)
     causes: dict[str, Cause] = {}
     for group in groups.values():
-        # told by a check no other check of the group explains, the first of those in report order
-        sources = [c for c in group if not any(follows(other.id, c.id) for other in group)] or group
-        root = sources[0]
+        root = _root(group, position)
         cause = Cause(root, [c for c in group if c is not root])
         for check in group:
             causes[check.id] = cause
@@ -196,3 +225,25 @@ def told_once(checks) -> dict[str, str]:
         for check in cause.unchecked:
             messages[check.id] = check.message
     return messages
+
+
+def error_headline(error: str | None) -> str:
+    """The first line worth reading of a verdict's error: for an error the student's code raised
+    ("Importing your file raised an error:" and the error under it), the error and where it
+    happened ("NameError: name 'x' is not defined at line 12"); otherwise its first line."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if not (lines[0].endswith(":") and len(lines) > 1):
+        return lines[0]
+    places = [line.split(", in ", 1)[0] for line in lines[2:] if line.startswith("at ") and ", in " in line]
+    return f"{lines[1]} {places[-1]}" if places else lines[1]
+
+
+def first_problem(verdict) -> str:
+    """What a list of a class shows for one verdict: the first line of its error, or the check that
+    tells its first cause, as the student's own report names it first ("" when nothing failed)."""
+    if verdict.error:
+        return error_headline(verdict.error)
+    causes = root_causes(verdict.checks)
+    return f"{causes[0].root.id}: {causes[0].root.title}" if causes else ""

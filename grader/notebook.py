@@ -2,15 +2,21 @@
 
 A test cell of the course ends with ``assert_topic("exercise3", "mask")``. It
 grades what ``grade`` grades for this notebook — the notebook nbgrader is
-running (in the kernel's folder), read as ``grade`` reads it: every code cell
-that is not a test cell, in order; or, without the notebook file, the code the
-kernel executed — in a child process, once per kernel and answer — prints each check of the topic with
-its points and the message of every check that did not pass, and returns the
-points the topic earned as a plain float. The cell ends with that number, so
-nbgrader scores the cell by it (partial credit): the cells of a notebook add
-up to ``grade``'s score of the same answer. A topic that earned nothing, or an
-answer that could not be graded, raises AssertionError instead (0 points either
-way, and the feedback shows it as a failure).
+running (in the kernel's folder), read as ``grade`` reads it: its answer cells
+and the cells of the student's own they use, never the visible checks
+(``grader.submission``); or, without the notebook file, the code the kernel
+executed but for the test cells and the released "Check your work" cell — in a
+child process, once per kernel and answer. The cell prints the topic's points
+first, then each check of the topic with its points and the message of every
+check that did not pass, and returns the points the topic earned as a plain
+float. The cell ends with that number, so nbgrader scores the cell by it
+(partial credit): the cells of a notebook add up to ``grade``'s score of the
+same answer. A topic that earned nothing, or an answer that could not be
+graded, raises AssertionError instead (0 points either way, and the feedback
+shows it as a failure): its traceback is the message alone, since the frames of
+the test cell and the grader say nothing to the student. Everything a cell
+shows is wrapped at ``WIDTH`` columns, as nbgrader's feedback page shows text
+unwrapped.
 
 nbgrader gives 0 points to a test cell with any stderr output, and the student's
 code runs in the same kernel: while it grades, ``assert_topic`` keeps Python
@@ -24,12 +30,14 @@ import ast
 import contextlib
 import io
 import tempfile
+import textwrap
 import warnings
 from pathlib import Path
 
 from . import exercises
 
 _VERDICTS: dict[tuple[str, str], object] = {}
+WIDTH = 88  # columns of a cell's output: nbgrader's feedback shows it in a <pre>, unwrapped
 
 
 def answer_source(target: str, history: list[str]) -> str:
@@ -64,7 +72,11 @@ def graded_source(exercise_id: str, target: str) -> "str | Path":
     history = _history()
     answer = answer_source(target, history)
     index = max(i for i, cell in enumerate(history) if cell == answer)
-    return "\n\n".join(cell for cell in history[:index + 1] if cell and "assert_topic(" not in cell) + "\n"
+    from .integrations.course import check_cell_source
+
+    check = check_cell_source(exercises.get(exercise_id)).strip()
+    return "\n\n".join(cell for cell in history[:index + 1]
+                        if cell and "assert_topic(" not in cell and cell.strip() != check) + "\n"
 
 
 def _defines(source: str, target: str) -> bool:
@@ -112,15 +124,47 @@ def assert_topic(exercise_id: str, topic: str) -> float:
         verdict = verdict_for(exercise_id, graded_source(exercise_id, exercise.target))
     lines, failure, points = topic_report(verdict, topic)
     if lines:
-        print("\n".join(lines))  # one write: one stream output, as grade batch --gradebook writes it
+        print(printed(lines))  # one write: one stream output, as grade batch --gradebook writes it
     if failure is not None:
-        raise AssertionError(failure)
+        error = AssertionError(failure)
+        # IPython shows an exception with this method by the lines it returns instead of a traceback
+        error._render_traceback_ = lambda: failure_traceback(failure)
+        raise error
     return points
 
 
+def wrapped(text: str, width: int = WIDTH) -> list[str]:
+    """The lines of ``text``, each longer than ``width`` wrapped at word boundaries under its own
+    indentation; shorter lines (code, pictures of masks) are left as they are."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())][:width // 2]
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_on_hyphens=False) or [""]
+    return out
+
+
+def printed(lines: list[str]) -> str:
+    """What a test cell prints: ``topic_report``'s lines, wrapped."""
+    return "\n".join(wrapped("\n".join(lines)))
+
+
+def failure_traceback(failure: str) -> list[str]:
+    """The traceback a failed test cell shows: the message, wrapped, one entry per line."""
+    return wrapped(failure)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
-    """What a test cell of ``topic`` prints for this verdict, the failure it raises (None unless
-    the topic earned nothing) and the points it returns. ``grade batch --gradebook`` writes the
+    """What a test cell of ``topic`` prints for this verdict (unwrapped), the failure it raises
+    (None unless the topic earned nothing; then it says everything and nothing is printed) and the
+    points it returns. Either leads with the topic's points. ``grade batch --gradebook`` writes the
     same as cell outputs."""
     if verdict.status == "error":
         return [], f"Your answer could not be graded: {verdict.error}", 0.0
@@ -137,8 +181,9 @@ def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     messages = told_once(verdict.checks)  # each cause once, however many checks and cells it fails
     details = [f"{c.title} ({c.id}, {c.status}):\n{messages.get(c.id, c.message)}" for c in failed]
     summary = f"{topic}: {points:g} of {max_points:g} points"
-    if failed and points == 0:
-        return lines, f"{summary}; {len(failed)} of {len(checks)} check(s) did not pass.\n\n" + "\n\n".join(details), 0.0
+    if failed and points == 0:  # all of it in the failure, which the feedback shows after any output
+        return [], "\n\n".join([f"{summary}; {len(failed)} of {_plural(len(checks), 'check')} did not pass.",
+                                 "\n".join(lines), *details]), 0.0
     if failed:
         lines += [""] + "\n\n".join(details).splitlines()
-    return lines + ["", summary], None, float(points)
+    return [summary, ""] + lines, None, float(points)

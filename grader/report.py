@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .causes import Cause, root_causes
+from .causes import Cause, first_problem, root_causes
 from .verdict import TOPICS, Verdict
 
 STATUS_STYLE = {
@@ -386,8 +386,9 @@ def progress_table(states: list[dict], chapter: str | None = None) -> Renderable
     return Group(table, Text(f"{done} of {len(states)} exercises passed.", style="bold"))
 
 
-def batch_summary(results, out) -> RenderableType:
-    """``grade batch``: counts, and a row per submission (the failing ones only, past 40)."""
+def batch_summary(results, out, not_graded=()) -> RenderableType:
+    """``grade batch``: counts, a row per submission (the failing ones only, past 40), and every path
+    found beside the submissions and not graded (``batch.Skipped``)."""
     counts: dict[str, int] = {}
     for result in results:
         counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
@@ -400,15 +401,19 @@ def batch_summary(results, out) -> RenderableType:
     table.add_column("first problem", ratio=1, overflow="fold")
     for result in shown:
         verdict = displayed(result.verdict)
-        causes = root_causes(verdict.checks)
-        first = causes[0].root if causes else None
-        problem = verdict.error.splitlines()[0] if verdict.error else (f"{first.id}: {first.title}" if first else "")
+        problem = first_problem(verdict)
         style = {"passed": "green", "failed": "red"}.get(verdict.status, "magenta")
         table.add_row(Text(printable(result.submission.id)), Text(verdict.status, style=style),
                       f"{_num(verdict.score)}/{_num(verdict.max_score)}", f"{result.seconds:.1f}", Text(problem))
     line = Text(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing graded")
     line.append(f"  ·  results in {out}", style="dim")
-    return Group(table, line)
+    parts: list[RenderableType] = [table, line]
+    if not_graded:
+        count = len(not_graded)
+        parts.append(Text(f"Not graded: {count} {'path' if count == 1 else 'paths'} beside the submissions:",
+                          style="yellow"))
+        parts += [Text(f"  {printable(str(item.path))}: {printable(item.why)}") for item in not_graded]
+    return Group(*parts)
 
 
 def backends_view(comparison) -> RenderableType:
@@ -424,7 +429,10 @@ def backends_view(comparison) -> RenderableType:
         score = "could not be graded" if verdict.status == "error" else \
             f"{_num(verdict.score)}/{_num(verdict.max_score)} {verdict.status}"
         note = "" if name == comparison.reference else ("  differs" if name in differing else "  the same")
-        lines.add_row(Text(symbol, style=style), BACKEND_TITLES.get(name, name), Text(score + note))
+        row = Text(score + note)
+        if verdict.status == "error":
+            row.append(f"\n{backend_reason(verdict, name)}", style="default")
+        lines.add_row(Text(symbol, style=style), BACKEND_TITLES.get(name, name), row)
     for name, why in comparison.skipped.items():
         lines.add_row(Text("-", style="dim"), Text(BACKEND_TITLES.get(name, name), style="dim"),
                       Text(why, style="dim"))
@@ -453,6 +461,20 @@ def backends_view(comparison) -> RenderableType:
             text.append(f"\n  {printable(difference.detail)}", style="default")
         parts.append(text)
     return Panel(Group(*parts), title="Backends", title_align="left", border_style="cyan")
+
+
+def backend_reason(verdict: Verdict, backend: str) -> str:
+    """Why a backend could not grade the submission, in the words of its single-backend run, without
+    the preamble the backend's row already says ("your layer calls TensorFlow directly (tf.shape at
+    line 16): ...")."""
+    from .backends import title
+
+    reason = printable(first_problem(verdict))
+    for preamble in (f"The submission could not be graded on {title(backend)}: ",
+                     "The submission could not be graded: "):
+        if reason.startswith(preamble):
+            return reason[len(preamble):]
+    return reason
 
 
 # the grading process's phases, as a reader of --all-backends knows them

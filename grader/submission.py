@@ -1,13 +1,23 @@
 """Reads a submission (.py file or .ipynb notebook) into the Python source to grade.
 
-A notebook is graded as nbgrader runs it: every code cell that is not a test
-cell, in order, with IPython magics and shell escapes commented out. The
-source keeps a map from its lines back to the notebook's cells, so errors can
-name the cell.
+A notebook is graded on its answers, so that it gets the verdict its answer
+would get as a .py file. nbgrader's metadata says which cells those are: the
+cells the student was asked to fill (solution cells), and of the code cells the
+student added, those the answers need (the cells defining a name the answers
+use, and the cells those need in turn: helpers, imports). The notebook's
+visible checks — test cells, locked read-only cells such as the released
+"Check your work" cell — are the student's own tool and never run under
+grading, nor do scratch cells the answers do not use. A notebook without
+solution cells (not made by nbgrader) is graded whole: every code cell that is
+not a test or locked cell. Cells run in the notebook's order, IPython magics
+and shell escapes commented out, and the source keeps a map from its lines back
+to the notebook's code cells, so errors can name the cell.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import errno
 import json
 import os
@@ -92,8 +102,9 @@ def notebook_source(data: bytes, path: Path) -> str:
 
 
 def notebook_submission(data: bytes, path: Path) -> Source:
-    """Every code cell of the notebook that is not an nbgrader test cell, in order, with IPython
-    magics and shell escapes commented out, and the map of its lines to the cells."""
+    """The code cells of the notebook that are graded (see the module's docstring), in order, with
+    IPython magics and shell escapes commented out, and the map of its lines to the code cells
+    (numbered among all the notebook's code cells, as Jupyter shows them)."""
     try:
         notebook = json.loads(data.decode("utf-8-sig"))
         cells = notebook["cells"]
@@ -102,18 +113,135 @@ def notebook_submission(data: bytes, path: Path) -> Source:
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise SubmissionError(f"{path.name} is not a readable notebook ({str(exc)[:200]}).") from None
     code = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
-    chunks, places, line = [], [], 1
+    texts = []
     for number, cell in enumerate(code, start=1):
-        if _is_nbgrader_test(cell):
-            continue
         text = _cell_text(cell.get("source", ""), path, number)
         lines = [f"# {item}" if item.lstrip().startswith(("%", "!")) else item for item in text.splitlines()]
-        chunk = "\n".join(lines)
+        texts.append((number, cell_role(cell), lines))
+    graded = _graded_cells(texts)
+    chunks, places, line = [], [], 1
+    for number, _, lines in texts:
+        if number not in graded:
+            continue
         count = max(1, len(lines))
         places.append((line, line + count - 1, number))
-        chunks.append(chunk)
+        chunks.append("\n".join(lines))
         line += count + 1  # the blank line between chunks
     return Source("\n\n".join(chunks) + "\n", places)
+
+
+ANSWER, TEST, LOCKED, OWN = "answer", "test", "locked", "own"
+
+
+def cell_role(cell: dict) -> str:
+    """What a code cell is in nbgrader's terms: an answer the student was asked to fill
+    (a solution cell), an autograder test cell, a locked read-only cell (the released "Check your
+    work" asserts), or a cell of the student's own (no nbgrader metadata)."""
+    meta = cell.get("metadata")
+    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+    if not isinstance(nbgrader, dict):
+        return OWN
+    if nbgrader.get("solution") is True:
+        return ANSWER
+    if nbgrader.get("grade") is True:
+        return TEST
+    if nbgrader.get("locked") is True:
+        return LOCKED
+    return OWN
+
+
+BUILTINS = frozenset(dir(builtins))
+
+
+def _graded_cells(cells: list[tuple[int, str, list[str]]]) -> set[int]:
+    """The numbers of the code cells to grade: the answers and the cells of the student's own they
+    need; in a notebook without answers, every cell of the student's own. Each name is looked up
+    once and each cell added once: linear in the notebook."""
+    own = [number for number, role, _ in cells if role == OWN]
+    answers = [number for number, role, _ in cells if role == ANSWER]
+    if not answers:
+        return set(own)
+    facts = {number: _names("\n".join(lines)) for number, role, lines in cells if role in (OWN, ANSWER)}
+    definers: dict[str, list[int]] = {}
+    for number in own:
+        for name in (facts[number] or (set(),))[0]:
+            definers.setdefault(name, []).append(number)
+    graded, defined, wanted, looked_up = set(), set(), [], set()
+
+    def grade_cell(number: int) -> None:
+        graded.add(number)
+        if facts[number] is not None:
+            defined.update(facts[number][0])
+            wanted.extend(facts[number][1])
+
+    def resolve() -> set[str]:
+        """Add the cells defining the names wanted; the names no graded cell defines."""
+        missing = set()
+        while wanted:
+            name = wanted.pop()
+            if name in BUILTINS or name in looked_up or name in defined:
+                continue
+            looked_up.add(name)
+            for number in definers.get(name, ()):
+                if number not in graded:
+                    grade_cell(number)
+        for name in looked_up:
+            if name not in defined and name not in BUILTINS:
+                missing.add(name)
+        return missing
+
+    for number in answers:
+        grade_cell(number)
+    missing = resolve()
+    if missing:
+        for number in own:  # a star import may define them
+            if number not in graded and facts[number] is not None and facts[number][2]:
+                grade_cell(number)
+        missing = resolve()
+    if missing:
+        # a cell that is not Python (a typo, IPython's `obj?`) cannot say what it defines: it is graded
+        # when a name the graded cells use is defined nowhere else, so that its own error is reported
+        graded.update(number for number in own if facts[number] is None)
+    return graded
+
+
+def _names(text: str) -> tuple[set[str], set[str], bool] | None:
+    """(the names a cell binds at its top level, the names it reads without binding them anywhere
+    in it, whether it star-imports), or None when it is not Python."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    defined, star = set(), False
+    nodes = list(tree.body)
+    while nodes:  # the top level only: not into a function, class, lambda or comprehension
+        node = nodes.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+            nodes.extend(node.decorator_list)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            star = star or any(alias.name == "*" for alias in node.names)
+            defined |= {alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name != "*"}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        nodes.extend(ast.iter_child_nodes(node))
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return defined, used - bound, star
 
 
 def _cell_text(source, path: Path, number: int) -> str:
@@ -122,10 +250,3 @@ def _cell_text(source, path: Path, number: int) -> str:
     if isinstance(source, list) and all(isinstance(part, str) for part in source):
         return "".join(source)
     raise SubmissionError(f"{path.name} is not a readable notebook (code cell {number}'s source is not text).")
-
-
-def _is_nbgrader_test(cell: dict) -> bool:
-    """An autograder test cell: graded, and not an answer."""
-    meta = cell.get("metadata")
-    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return isinstance(nbgrader, dict) and nbgrader.get("grade") is True and nbgrader.get("solution") is not True

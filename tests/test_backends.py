@@ -456,3 +456,34 @@ def test_tf_keras_is_keras_and_passes_on_jax(tmp_path):
                     encoding="utf-8")
     code, verdict = _grade_json("exercise3", "--submission", str(path), "--backend", "jax")
     assert code == 0 and verdict["status"] == "passed", verdict["error"]
+
+
+def test_all_backends_says_why_a_backend_could_not_grade_as_its_own_run_does():
+    """The view under the report, drawn from a comparison: a backend whose verdict is an error shows
+    the reason its single-backend run gives, not only that it could not be graded."""
+    import io
+
+    from rich.console import Console
+
+    from grader.portability import Comparison, Difference
+    from grader.report import backends_view
+    from grader.verdict import CheckResult, error_verdict, summarise
+
+    passed = summarise("exercise1", "/work/exercise1.py",
+                       [CheckResult("api.constructor", "Constructor", "api", "passed", 2.0, 2.0, "")], {})
+    why = ("your layer calls TensorFlow directly (tf.shape at line 16): it runs only on the TensorFlow backend, "
+           "not on JAX; keras.ops.shape runs on all three")
+    on_jax = error_verdict("exercise1", "/work/exercise1.py", f"The submission could not be graded on JAX: {why}.",
+                           2.0, {})
+    broken = error_verdict("exercise1", "/work/exercise1.py", "Importing your file raised an error:\n"
+                           "  NameError: name 'x' is not defined\n  at line 12, in <module>: print(x)", 2.0, {})
+    comparison = Comparison("tensorflow", {"tensorflow": passed, "jax": on_jax, "torch": broken},
+                            [Difference("jax", check_detail="TensorFlow: passed, JAX: error"),
+                             Difference("torch", check_detail="TensorFlow: passed, PyTorch: error")])
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(backends_view(comparison))
+    shown = " ".join(console.file.getvalue().replace("│", " ").split())
+    assert "JAX could not be graded differs your layer calls TensorFlow directly (tf.shape at line 16)" in shown
+    assert "keras.ops.shape runs on all three" in shown
+    assert "NameError: name 'x' is not defined at line 12" in shown
+    assert "The submission could not be graded on JAX" not in shown  # the row says it already

@@ -144,6 +144,50 @@ def test_loose_files_refuse_links_and_skip_linked_folders(tmp_path):
     assert [(p.path.name, p.why) for p in found.skipped] == [("linked", "a symbolic link to a folder, not followed")]
 
 
+def test_every_stray_file_is_listed_wherever_it_lies(course, tmp_path):
+    """A file that is no submission is listed with its path and why: beside loose submissions, in a
+    student's assignment folder; nbgrader's own timestamp.txt and hidden files are not strays."""
+    loose = tmp_path / "class"
+    put(loose / "a.py", "x = 1\n")
+    put(loose / "notes.txt", "ask about masks")
+    put(loose / "group" / "data.csv", "1,2\n")
+    put(loose / ".DS_Store", "")
+    found = survey([loose], "exercise3")
+    assert [s.id for s in found.submissions] == ["a"]
+    assert [(p.path.relative_to(loose).as_posix(), p.why) for p in found.skipped] == [
+        ("notes.txt", "not a .py or .ipynb file"), ("group/data.csv", "not a .py or .ipynb file")]
+    put(course / "submitted" / "alice" / "exercise3" / "notes.txt", "my notes")
+    skipped = {p.path.name: p.why for p in survey([course], "exercise3").skipped}
+    assert skipped["notes.txt"] == "not a .py or .ipynb file, not graded for alice"
+    assert "timestamp.txt" not in skipped and "exercise3-checkpoint.ipynb" not in skipped
+
+
+def test_the_batch_summary_the_manifest_and_the_class_page_list_the_stray_files(tmp_path, capsys, monkeypatch):
+    from grader.integrations.class_report import render
+    from grader.integrations.results import read_results
+
+    monkeypatch.setattr("grader.integrations.batch.Workers", lambda: pytest.fail("a grading worker was started"))
+    submitted = tmp_path / "submitted"
+    (submitted / "mallory" / "exercise3").mkdir(parents=True)
+    (submitted / "mallory" / "exercise3" / "exercise3.ipynb").symlink_to(put(tmp_path / "elsewhere.ipynb"))
+    notes = put(submitted / "mallory" / "exercise3" / "notes.txt", "x")
+    readme = put(submitted / "README.md", "collected")
+    out = tmp_path / "out"
+    assert cli.main(["batch", str(submitted), "--exercise", "exercise3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = printed.split("Batch results")[1]
+    assert says(summary, "Not graded: 2 paths beside the submissions:")
+    assert says(summary, f"{readme}: not in a student's folder") and says(summary, str(notes))
+    manifest = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert manifest["not_graded"] == [{"path": str(readme), "why": "not in a student's folder"},
+                                      {"path": str(notes), "why": "not a .py or .ipynb file, not graded for mallory"}]
+    from .test_class_report import Page
+
+    assert Page(render(read_results(out))).tables["not-graded"] == [
+        [str(readme), "not in a student's folder"], [str(notes), "not a .py or .ipynb file, not graded for mallory"]]
+    assert (out / "students" / "mallory.html").is_file()
+
+
 def test_ids_are_unique_and_never_take_another_rows_own_id(tmp_path):
     put(tmp_path / "one" / "submitted" / "alice" / "exercise3" / "exercise3.ipynb")
     put(tmp_path / "one" / "submitted" / "alice-2" / "exercise3" / "exercise3.ipynb")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from grader import exercises
 from grader.api import Grading, Settings, grade
+from grader.integrations.platforms import gradescope_results, prairielearn_results
 from grader.sandbox.process import ChildRun
 
 from .conftest import ExpireAt, grade_many, grade_sources, grade_warm, warm_runner
@@ -121,6 +123,122 @@ def test_notebook_without_the_class_is_an_error(tmp_path):
     assert "has no TransformerEncoder" in verdict.error
 
 
+# --------------------------------------------------------------------------- notebooks are graded on their answers
+
+
+def released_notebook(exercise_id: str, answer: str, own_cells: tuple[tuple[int, str], ...] = ()):
+    """The course's notebook of ``exercise_id`` as nbgrader releases it (test cells without their
+    hidden tests), ``answer`` in its answer cell, and ``own_cells`` — (position, source) — added
+    by the student, as Jupyter adds a cell: without nbgrader metadata."""
+    import nbformat
+
+    from grader.integrations.course import build_notebook
+
+    notebook = build_notebook(exercises.get(exercise_id))
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade"):
+            cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0].rstrip()
+        elif cell.cell_type == "code" and meta.get("solution"):
+            cell.source = answer
+    for position, source in own_cells:
+        notebook.cells.insert(position, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
+# A catalogued mistake of each exercise that the released "Check your work" cell's asserts reject:
+# compute_mask returning None, call returning a tuple, a two-unit softmax. Graded as .py files they
+# earn part of the points; a notebook holding them must earn the same.
+PARTLY_RIGHT = [("exercise1", "no_compute_mask"), ("exercise3", "returns_a_tuple"), ("exercise5", "two_class_softmax")]
+# What a student adds below the check cell while working: a question to IPython, a check of their
+# own that fails, a call of a name they never defined. None of it is the answer.
+SCRATCH = ((3, "PositionalEmbedding?"), (3, "assert False, 'a check of my own'"), (3, "print(undefined_name)"))
+
+
+@pytest.fixture(scope="module")
+def partly_right(tmp_path_factory):
+    """{(exercise, mistake): (verdict of the .py file, verdict of the released notebook holding it)}."""
+    import nbformat
+
+    from .catalog import catalog
+
+    folder = tmp_path_factory.mktemp("partly_right")
+    paths = {}
+    for exercise_id, name in PARTLY_RIGHT:
+        source = next(m.source for m in catalog(exercise_id)[0] if m.name == name)
+        python = folder / f"{exercise_id}-{name}.py"
+        python.write_text(source, encoding="utf-8")
+        notebook = folder / f"{exercise_id}-{name}.ipynb"
+        nbformat.write(released_notebook(exercise_id, source, SCRATCH), notebook)
+        paths[exercise_id, name] = (python.resolve(), notebook.resolve())
+    verdicts = {}
+    for exercise_id, name in PARTLY_RIGHT:
+        graded = dict(grade_many(exercise_id, list(paths[exercise_id, name]), Settings(seed=7), jobs=2,
+                                 runner=warm_runner()))
+        verdicts[exercise_id, name] = tuple(graded[path] for path in paths[exercise_id, name])
+    return verdicts
+
+
+@pytest.mark.parametrize("exercise_id, name", PARTLY_RIGHT)
+def test_a_partly_right_answer_in_the_released_notebook_scores_as_its_python_file(partly_right, exercise_id,
+                                                                                   name):
+    """The check cell's assert fails on this answer, and so do the student's scratch cells: none of them
+    is graded. The notebook gets the .py file's verdict, check by check, and the same results on every
+    platform."""
+    python, notebook = partly_right[exercise_id, name]
+    assert python.status == "failed" and 0 < python.score < python.max_score
+    assert notebook.status == "failed", notebook.error
+    assert [(c.id, c.status, c.points) for c in notebook.checks] == [(c.id, c.status, c.points) for c in python.checks]
+    assert (notebook.score, notebook.max_score) == (python.score, python.max_score)
+    assert gradescope_results(notebook)["score"] == gradescope_results(python)["score"]
+    assert prairielearn_results(notebook)["score"] == prairielearn_results(python)["score"]
+
+
+def _graded_cells(notebook) -> list[int]:
+    """The code cells of ``notebook`` that ``grade`` runs, by their number among its code cells."""
+    import nbformat
+
+    from grader.submission import notebook_submission
+
+    source = notebook_submission(nbformat.writes(notebook).encode("utf-8"), Path("exercise3.ipynb"))
+    return [number for _, _, number in source.cells]
+
+
+def test_a_course_notebook_runs_its_answers_and_the_cells_of_the_student_s_own_they_use():
+    """Code cells, numbered as Jupyter shows them: 1 imports numpy, 2 the answer (using np and a
+    helper), 3 the check cell, 4 the helper, 5 a scratch call, 6 an IPython question; then the test
+    cells. Only the answer, the helper and what the helper needs (numpy's import) run."""
+    answer = SOLUTION.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand(np, mask)")
+    helper = "def expand(numpy, mask):\n    return keras.ops.expand_dims(mask, axis=1)\n"
+    own = ((1, "import numpy as np\nimport keras"), (4, "layer?"), (4, "layer = TransformerEncoder(8, 16, 2)\nlayer(1)"),
+           (4, helper))
+    notebook = released_notebook("exercise3", answer, own)
+    assert [c.cell_type for c in notebook.cells[:7]] == ["markdown"] + ["code"] * 6
+    assert notebook.cells[3].metadata["nbgrader"]["grade_id"] == "exercise3-check"
+    assert _graded_cells(notebook) == [1, 2, 4]
+
+
+def test_a_cell_that_is_not_python_is_graded_only_when_the_answer_needs_a_name_nobody_defines():
+    uses_a_helper = SOLUTION.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand(mask)")
+    broken_helper = "def expand(mask)\n    return keras.ops.expand_dims(mask, axis=1)\n"  # the colon forgotten
+    assert _graded_cells(released_notebook("exercise3", uses_a_helper, ((1, broken_helper),))) == [1, 2]
+    assert _graded_cells(released_notebook("exercise3", SOLUTION, ((1, broken_helper),))) == [2]
+    star = released_notebook("exercise3", uses_a_helper, ((1, "from helpers import *"), (1, "x = 1")))
+    assert _graded_cells(star) == [2, 3]  # the star import may define expand; x = 1 defines nothing used
+
+
+def test_a_notebook_without_answer_cells_is_graded_whole_but_for_its_test_and_locked_cells():
+    import nbformat
+
+    locked = nbformat.v4.new_code_cell("assert False, 'a read-only check'")
+    locked.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "check",
+                                   "schema_version": 3, "task": False}
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import keras"), locked, nbformat.v4.new_code_cell("x = 1"),
+                      nbformat.v4.new_code_cell(SOLUTION)]
+    assert _graded_cells(notebook) == [1, 3, 4]
+
+
 # Submissions that never finish cost their time limit. The submission's clock starts once the grading
 # process is ready (TensorFlow imported, confined), so a short limit is the same on a busy machine; what
 # never finishes here does so from its first line, so nothing else has to fit in the limit.
@@ -184,8 +302,8 @@ def test_endless_call_times_out_its_checks_and_keeps_the_rest(never_finishing):
 
 
 def test_notebook_is_graded_as_nbgrader_runs_it_and_errors_name_the_cell(tmp_path):
-    """Every code cell that is not a test cell, in order: a helper in its own cell works; an error
-    names the code cell and the line in it."""
+    """A notebook without answer cells: every code cell that is not a test cell, in order; a helper in
+    its own cell works; an error names the code cell and the line in it."""
     import nbformat
 
     helper = "import keras\n\n\ndef expand(mask):\n    return keras.ops.expand_dims(mask, axis=1)\n"

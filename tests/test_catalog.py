@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grader import exercises
+from grader.causes import root_causes
 
 from .catalog import catalog
 
@@ -59,6 +60,11 @@ def test_mistake_fails_on_its_topic(catalog_verdicts, exercise, mistake):
     assert mistake.says in first.message
     assert ("Expected:" in first.message and "Why it matters:" in first.message) or "raised" in first.message
     assert verdict.score < verdict.max_score
+    causes = root_causes(verdict.checks)
+    if mistake.causes is not None:
+        assert len(causes) == mistake.causes, [(c.root.id, [x.id for x in c.also]) for c in causes]
+    if mistake.first is not None:
+        assert causes[0].root.id == mistake.first, [(c.root.id, [x.id for x in c.also]) for c in causes]
 
 
 @pytest.mark.parametrize("exercise, variant", VARIANTS, ids=[f"{e}-{v.name}" for e, v in VARIANTS])

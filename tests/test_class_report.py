@@ -1,5 +1,6 @@
-"""The class report: its numbers are those of verdicts.jsonl, a class's text stays text, and a real
-browser draws it offline with no error.
+"""The class report: its numbers are those of verdicts.jsonl, its mistakes and first problems are the
+causes each student's own report tells, a class's text stays text, every student's page exists under a
+safe name, and a real browser draws the pages offline with no error.
 
 Results folders are written here without grading (the report reads only files);
 tests/test_shards.py grades a small class with catalogued mistakes and checks its report too.
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.integrations.class_report import render, root_causes, summarise
+from grader.integrations.class_report import page_names, render, root_causes, summarise, write_report
 from grader.integrations.results import read_results
 
 NAME = "<script>alert(1)</script>"
@@ -84,6 +85,9 @@ class Page(HTMLParser):
 
     def __init__(self, text: str):
         super().__init__(convert_charrefs=True)
+        self.sections: list[str] = []  # the ids of the sections, in order
+        self.links: list[tuple[str, str]] = []  # (href, text)
+        self._link = None
         self.tags: list[str] = []
         self.tables: dict[str, list[list[str]]] = {}
         self.text: list[str] = []
@@ -93,6 +97,10 @@ class Page(HTMLParser):
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
         attributes = dict(attrs)
+        if tag == "section":
+            self.sections.append(attributes.get("id", ""))
+        elif tag == "a":
+            self._link = [attributes.get("href", ""), ""]
         if tag == "table":
             self._table = attributes.get("class", "")
             self.tables.setdefault(self._table, [])
@@ -104,6 +112,9 @@ class Page(HTMLParser):
             self._cell = []
 
     def handle_endtag(self, tag):
+        if tag == "a" and self._link is not None:
+            self.links.append(tuple(self._link))
+            self._link = None
         if tag in ("td", "th") and self._cell is not None:
             self._row.append("".join(self._cell).strip())
             self._cell = None
@@ -117,6 +128,8 @@ class Page(HTMLParser):
 
     def handle_data(self, data):
         self.text.append(data)
+        if self._link is not None:
+            self._link[1] += data
         if self._cell is not None:
             self._cell.append(data)
 
@@ -138,17 +151,15 @@ def test_pass_rates_group_sizes_and_ungradable_list_equal_the_verdicts(tmp_path)
     assert [row[0] for row in (page.tables["checks"])] == [
         "weights.two_norms", "gradients.norms_differ", "mask.padding", "api.output_shape"]
 
-    groups = {}
-    for v in graded:
-        causes = root_causes(v)
-        if causes:
-            groups.setdefault(causes, []).append(v["id"])
-    mistakes = (page.tables["mistakes"])
-    assert [int(row[0]) for row in mistakes] == sorted((len(ids) for ids in groups.values()), reverse=True)
-    assert mistakes[0][1] == "weights.two_norms"  # the skipped check it caused is no root cause
-    assert mistakes[0][3].split(", ") == sorted(["ben", "cat", NAME])
-    assert mistakes[0][2] == HTML_MESSAGE  # the message of the group's first student by id ("<" sorts first)
-    assert {row[1] for row in mistakes} == {"weights.two_norms", "weights.two_normsmask.padding", "mask.padding"}
+    # a mistake is a student's causes as their report tells them: ben and cat share one; NAME's check says
+    # something else; dan has a second cause; eve's is the mask alone
+    mistakes = page.tables["mistakes"]
+    assert [(row[0], row[3]) for row in mistakes] == [("2", "ben, cat"), ("1", NAME), ("1", "dan"), ("1", "eve")]
+    assert [row[1].split()[0] for row in mistakes] == ["weights.two_norms"] * 3 + ["mask.padding"]
+    assert "mask.padding" in mistakes[2][1]  # dan's second cause
+    assert mistakes[1][2] == HTML_MESSAGE  # shown as the text it is
+    assert "gradients.norms_differ" not in "".join(row[1] for row in mistakes)  # skipped because of it: no cause
+    assert sum(int(row[0]) for row in mistakes) == sum(1 for v in graded if root_causes(v))
 
     ungradable = (page.tables["ungradable"])
     assert [(row[0], row[2]) for row in ungradable] == [(v["id"], v["error"]) for v in verdicts
@@ -159,7 +170,169 @@ def test_pass_rates_group_sizes_and_ungradable_list_equal_the_verdicts(tmp_path)
     assert sum(scores.values()) == len(verdicts)
     every = (page.tables["submissions"])
     assert [row[0] for row in every] == [v["id"] for v in verdicts]
+    assert [row[4] for row in every] == [str(len(root_causes(v))) if v["status"] != "error" else "" for v in verdicts]
     assert (page.tables["time"])[0][0] == str(len(verdicts))
+
+
+SECTIONS = ["scores", "mistakes", "students", "checks", "ungradable", "not-graded", "run", "time"]
+
+
+def test_the_page_leads_with_the_scores_and_the_mistakes_and_ends_with_the_run(tmp_path):
+    """What an instructor acts on first: the distribution (mean, median, pass rate, a histogram) and the
+    mistakes; then the students; the checks; and the sandbox and the times at the bottom."""
+    page = Page(render(read_results(results_folder(tmp_path / "out"))))
+    assert page.sections == SECTIONS
+    scores = sorted(v["score"] for v in CLASS)
+    text = " ".join(" ".join(page.text).split())
+    mean = sum(scores) / len(scores)
+    assert f"Mean {mean:g} of 4" in text and f"Median {(scores[3] + scores[4]) / 2:g} of 4" in text
+    assert "Pass rate 12% (1 of 8)" in text
+
+
+def test_one_of_anything_is_said_in_the_singular(tmp_path):
+    text = " ".join("".join(Page(render(read_results(results_folder(
+        tmp_path / "one", [verdict("ann", SHARED), verdict("fay", {}, error="SyntaxError at line 3")])))).text).split())
+    assert "2 submissions: 0 passed" in text and "1 submission could not be graded" in text
+    assert "1 submissions" not in text
+    alone = " ".join("".join(Page(render(read_results(results_folder(tmp_path / "alone", [verdict("ann", SHARED)])))
+                              ).text).split())
+    assert "1 submission: 0 passed" in alone and "over the 1 submission that could" in alone
+    assert "1 submissions" not in alone
+
+
+# Two decoders: one without a causal mask, one with it transposed (triu for tril). Both fail the causal
+# checks; the transposed mask also hides what must be seen, so the forward pass fails for a reason of its own.
+CAUSAL = "Observed: changing only target positions {} and later changed the outputs, by up to {}.\nWhy it " \
+         "matters: At generation time the decoder predicts each token from the earlier ones only."
+NOT_CAUSAL = {"mask.causal": CAUSAL, "mask.lengths": "Observed: at other lengths the mask is not causal.\nWhy it "
+              "matters: At generation time the decoder predicts each token from the earlier ones only.",
+              "forward.decoder": "Observed: your output matches a layer whose self-attention is not causal.\nWhy "
+                                 "it matters: At generation time the decoder predicts each token from the earlier "
+                                 "ones only."}
+TRANSPOSED = dict(NOT_CAUSAL, **{"forward.decoder": "Observed: your output differs from the correct layer by up "
+                                                    "to {}.\nWhy it matters: each residual block adds a correction."})
+
+
+def decoder(identity: str, messages: dict, *numbers) -> dict:
+    statuses = {"api.output_shape": "passed", "mask.causal": "failed", "mask.lengths": "failed",
+                "forward.decoder": "failed"}
+    filled = {k: m.format(*numbers) if "{}" in m else m for k, m in messages.items()}
+    return dict(verdict(identity, statuses, identity, messages=filled), exercise="exercise4")
+
+
+def test_mistakes_that_fail_the_same_checks_for_other_reasons_stay_distinct(tmp_path):
+    """Grouped by each cause's check and what it observed, not by the checks that failed: the seeds'
+    numbers differ within a group, the observations between the groups."""
+    students = [decoder("nick", NOT_CAUSAL, 2, 1.5), decoder("nora", NOT_CAUSAL, 3, 2.55),
+                decoder("tom", TRANSPOSED, 3, 2.57, 1.2), decoder("tess", TRANSPOSED, 2, 1.5, 1.15)]
+    mistakes = Page(render(read_results(results_folder(tmp_path / "out", students)))).tables["mistakes"]
+    assert [(row[0], row[3]) for row in mistakes] == [("2", "nick, nora"), ("2", "tess, tom")]
+    # no causal mask: one cause, as the report tells it; transposed: the forward pass is a cause of its own
+    assert mistakes[0][1] == "mask.causal title of mask.causalalso fails mask.lengths, forward.decoder"
+    assert mistakes[1][1] == "mask.causal title of mask.causalalso fails mask.lengthsforward.decoder title of " \
+                             "forward.decoder"
+
+
+def test_each_student_s_causes_and_first_problem_are_those_of_their_own_report(tmp_path):
+    """The class page counts what each student's report says: "1 cause", and the check it starts with."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from grader.integrations.class_report import verdict_of
+    from grader.report import render as report
+
+    class_ = CLASS + [decoder("tom", TRANSPOSED, 3, 2.57, 1.2)]
+    rows = {row[0]: row for row in Page(render(read_results(results_folder(tmp_path / "out", class_)))).tables[
+        "submissions"]}
+    for record in class_:
+        console = Console(file=io.StringIO(), width=200, color_system=None)
+        console.print(report(verdict_of(record)))
+        said = console.file.getvalue()
+        row = rows[record["id"]]
+        if record["status"] == "error":
+            assert row[4] == "" and row[5] == record["error"].splitlines()[0]
+            continue
+        causes = re.search(r"(\d+) causes?\b", said)
+        assert row[4] == (causes.group(1) if causes else "0"), record["id"]
+        start = re.search(r"Start with “([^”]*)” \(([a-z_.]+)\)", said)
+        assert row[5] == (f"{start.group(2)}: {start.group(1)}" if start else ""), record["id"]
+    assert rows["dan"][4] == "2" and rows["tom"][4] == "2" and rows["ben"][4] == "1"
+
+
+ODD_IDS = ["a/b", "a_b", "..", ".", "../../outside", "ünïcødé", "Alice", "alice", "con", "x" * 300, NAME, "",
+           os.fsdecode(b"caf\xe9"), "a_b-3d2f0c1e9b", "tab\there", "-rf"]
+
+
+def test_every_student_gets_a_page_under_a_safe_name_of_its_own(tmp_path):
+    import re
+
+    names = page_names(ODD_IDS)
+    assert set(names) == set(ODD_IDS)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name) for name in names.values())
+    assert len({name.casefold() for name in names.values()}) == len(ODD_IDS)
+    assert names["Alice"] == "Alice" and names["alice"] != "alice"  # one name, whatever the file system's case
+    assert names["a_b"] == "a_b" and names["con"] != "con" and names["a_b-3d2f0c1e9b"] == "a_b-3d2f0c1e9b"
+    folder = results_folder(tmp_path / "out", [verdict(i, SHARED, i) for i in ODD_IDS])
+    write_report(folder)
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert [p for p in written if p.parts[1] not in ("students",) and p.name not in (
+        "report.html", "verdicts.jsonl", "summary.csv", "run.json")] == []
+    assert len(list((folder / "students").iterdir())) == len(ODD_IDS)
+    report = Page((folder / "report.html").read_text(encoding="utf-8"))
+    links = {href for href, _ in report.links}
+    assert links == {f"students/{name}.html" for name in names.values()}
+    assert all((folder / href).is_file() for href in links)
+    page = (folder / "students" / f"{names[NAME]}.html").read_text(encoding="utf-8")
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert Page(page).links == [("../report.html", "← the class report")]
+
+
+def test_a_student_s_page_is_their_report_and_pages_of_students_gone_are_removed(tmp_path):
+    folder = results_folder(tmp_path / "out")
+    write_report(folder)
+    ben = Page((folder / "students" / "ben.html").read_text(encoding="utf-8"))
+    text = "".join(ben.text)
+    assert "Score 2/4" in text and "weights.two_norms is wrong" in text and "1 cause" in text
+    assert "Start with “title of weights.two_norms” (weights.two_norms)" in " ".join(text.split())
+    fay = "".join(Page((folder / "students" / "fay.html").read_text(encoding="utf-8")).text)
+    assert "Could not grade this submission" in fay and "SyntaxError at line 3" in fay
+    (folder / "students" / "notes.txt").write_text("mine", encoding="utf-8")
+    write_report(results_folder(folder, [v for v in CLASS if v["id"] != "ben"]))
+    assert not (folder / "students" / "ben.html").exists() and (folder / "students" / "cat.html").exists()
+    assert (folder / "students" / "notes.txt").exists()  # not a page the report wrote
+
+
+def test_a_report_the_grader_cannot_draw_is_its_own_failure_on_that_page_alone(tmp_path, monkeypatch):
+    from grader.integrations import class_report
+
+    real = class_report.render_student
+
+    def broken(record, exercise=""):
+        if record["id"] == "ben":
+            raise ZeroDivisionError("division by zero")
+        return real(record, exercise)
+
+    monkeypatch.setattr(class_report, "render_student", broken)
+    folder = results_folder(tmp_path / "out")
+    write_report(folder)
+    ben = "".join(Page((folder / "students" / "ben.html").read_text(encoding="utf-8")).text)
+    assert "The grader could not draw this report (ZeroDivisionError: division by zero)" in ben
+    assert "Score 2/4" in "".join(Page((folder / "students" / "cat.html").read_text(encoding="utf-8")).text)
+    assert (folder / "report.html").is_file()
+
+
+def test_files_found_beside_the_submissions_are_listed(tmp_path):
+    folder = results_folder(tmp_path / "out")
+    manifest = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    manifest["not_graded"] = [{"path": "/class/notes.txt", "why": "not a .py or .ipynb file"},
+                              {"path": "/class/<b>x</b>.md", "why": "not a .py or .ipynb file"}]
+    (folder / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    page = Page(render(read_results(folder)))
+    assert page.tables["not-graded"] == [["/class/notes.txt", "not a .py or .ipynb file"],
+                                         ["/class/<b>x</b>.md", "not a .py or .ipynb file"]]
+    assert "b" not in page.tags
 
 
 def test_a_class_s_names_and_messages_are_shown_as_text_never_as_markup(tmp_path):
@@ -171,7 +344,7 @@ def test_a_class_s_names_and_messages_are_shown_as_text_never_as_markup(tmp_path
     assert NAME in shown and "<b>bold</b><script>alert(2)</script>" in shown
     mistakes = (page.tables["mistakes"])
     students = next(row for row in mistakes if NAME in row[3])
-    assert students[0] == "3"
+    assert students[0] == "1"
     assert students[2] == HTML_MESSAGE
 
 
@@ -207,6 +380,8 @@ def test_grade_class_report_rewrites_each_folder_s_report(tmp_path, capsys):
     assert len(Page((one / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == len(CLASS)
     assert len(Page((two / "report.html").read_text(encoding="utf-8")).tables["submissions"]) == 2
     assert "8 submissions" in capsys.readouterr().out
+    assert sorted(p.name for p in (one / "students").iterdir()) == sorted(f"{n}.html" for n in page_names(
+        v["id"] for v in CLASS).values())
 
 
 def test_a_file_name_that_is_not_utf8_is_written_escaped(tmp_path):
@@ -271,7 +446,8 @@ def requests_made(driver) -> list[str]:
 
 @pytest.mark.parametrize("scheme", ["light", "dark", "print"])
 def test_a_browser_draws_the_page_offline_with_no_error_and_no_request(browser, scheme, tmp_path):
-    """In light and dark mode, and printed from a dark desktop (black on white)."""
+    """In light and dark mode, and printed from a dark desktop (black on white): the sections in their
+    order, and every student's link opens that student's page, which opens offline too."""
     folder = results_folder(tmp_path / "out")
     cli.main(["class-report", str(folder)])
     url = (folder / "report.html").as_uri()
@@ -281,6 +457,10 @@ def test_a_browser_draws_the_page_offline_with_no_error_and_no_request(browser, 
         "features": [{"name": "prefers-color-scheme", "value": "light" if scheme == "light" else "dark"}]})
     browser.get(url)
     assert browser.title == "exercise3: class report"
+    assert browser.execute_script("return Array.from(document.querySelectorAll('section')).map(s => s.id)") == SECTIONS
+    tops = browser.execute_script(
+        "return ['scores', 'mistakes', 'students'].map(id => document.getElementById(id).getBoundingClientRect().top)")
+    assert tops == sorted(tops) and tops[1] < 1400  # the mistakes start above the fold
     bars = browser.execute_script(
         "return Array.from(document.querySelectorAll('svg rect.bar, svg rect.good, svg rect.bad'))"
         ".map(r => r.getBoundingClientRect()).filter(b => b.width > 0 && b.height > 0).length")
@@ -295,5 +475,22 @@ def test_a_browser_draws_the_page_offline_with_no_error_and_no_request(browser, 
     errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert errors == []
     assert set(requests_made(browser)) == {url}  # the page itself, and nothing else
-    shot = Path(os.environ.get("GRADE_REPORT_SCREENSHOTS", tmp_path)) / f"class-report-{scheme}.png"
-    assert browser.save_screenshot(str(shot))  # outside the repository; set GRADE_REPORT_SCREENSHOTS to keep them
+    shots = Path(os.environ.get("GRADE_REPORT_SCREENSHOTS", tmp_path))  # outside the repository unless set
+    assert browser.save_screenshot(str(shots / f"class-report-{scheme}.png"))
+
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#students a')).map(a => [a.href, a.textContent])")
+    assert [text for _, text in links] == sorted(v["id"] for v in CLASS)
+    for href, _ in links:
+        assert href.startswith((folder / "students").as_uri() + "/") and Path(href[len("file://"):]).is_file()
+    target = next(href for href, text in links if text == NAME)
+    browser.find_element("link text", NAME).click()  # the first link to it: in the mistakes
+    assert browser.current_url == target and browser.title == f"{NAME}: exercise3 report"
+    text = browser.execute_script("return document.body.innerText")
+    assert "Score 2/4" in text and "Could not grade" not in text
+    assert not browser.execute_script("return document.querySelector('script, img')")
+    assert [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")] == []
+    assert set(requests_made(browser)) == {target}
+    assert browser.save_screenshot(str(shots / f"student-report-{scheme}.png"))
+    browser.find_element("link text", "← the class report").click()
+    assert browser.current_url == url

@@ -206,9 +206,45 @@ def test_sharing_cost_rule_and_no_difference_said_plainly():
     assert sharing_cost(better).verdict == NOT_SUPPORTED
     noisy = [seed_record(i, losses=pair) for i, pair in enumerate([(0.2, 0.25), (0.3, 0.22), (0.25, 0.26)])]
     claim = sharing_cost(noisy)
-    assert claim.verdict == INCONCLUSIVE and claim.summary.startswith("No difference at this scale")
+    assert claim.verdict == INCONCLUSIVE and claim.summary.startswith("Not shown by this run")
     too_few = sharing_cost(worse[:2])
     assert too_few.verdict == INCONCLUSIVE and "missing" in too_few.measured
+
+
+@pytest.mark.parametrize("shift, verdict", [(0.0030, SUPPORTED), (0.0008, INCONCLUSIVE),
+                                            (-0.0030, NOT_SUPPORTED), (-0.0008, INCONCLUSIVE)])
+def test_sharing_cost_is_a_finding_only_when_the_difference_exceeds_its_spread_over_seeds(shift, verdict):
+    """Every seed moves the same way (the paired interval excludes 0 in all four cases), but the seeds'
+    own test losses spread by 0.001: a difference of 0.0008 is not shown by this run, one of 0.003 is."""
+    two = [0.0010, 0.0020, 0.0030]  # sd 0.001 over the seeds
+    nudge = [0.0, 0.00001, -0.00001]  # the paired differences are not all equal
+    seeds = [seed_record(i, losses=(loss, loss + shift + nudge[i])) for i, loss in enumerate(two)]
+    claim = sharing_cost(seeds)
+    difference, spread = claim.measured["test_loss_difference"], claim.measured["test_loss_spread"]
+    assert difference["low"] > 0 or difference["high"] < 0  # the interval alone would have decided
+    assert spread == pytest.approx(0.001, rel=0.05) and difference["mean"] == pytest.approx(shift, rel=0.05)
+    assert claim.verdict == verdict
+    assert claim.measured["difference_beyond_spread"] is (verdict != INCONCLUSIVE)
+    assert "spread over seeds" in claim.measured["criterion"]
+    assert f"{shift:+.2g}" in claim.summary and "spread over seeds of 0.001" in claim.summary
+    if verdict == INCONCLUSIVE:
+        assert claim.summary.startswith("Not shown by this run") and "no larger than the seeds' own spread" \
+            in claim.summary
+
+
+def test_the_report_shows_the_difference_and_its_spread():
+    """0.0022 against 0.0020 over seeds that spread by 0.001: not a finding, and both numbers are shown."""
+    seeds = [seed_record(i, losses=(loss, loss + 0.0002 + 0.00001 * i)) for i, loss in
+             enumerate([0.0010, 0.0020, 0.0030])]
+    claims = [sharing_cost(seeds) if c.id == "sharing_cost" else c for c in synthetic_explanation().claims]
+    explanation = synthetic_explanation(claims=claims)
+    flat = " ".join(text(explanation).replace("│", " ").split())
+    assert "The classifier trains worse with one shared norm (inconclusive)" in flat
+    assert "difference +0.00021, spread over seeds 0.001" in flat
+    assert "does not show the classifier training worse" in flat
+    detailed = " ".join(text(explanation, details=True).replace("│", " ").split())
+    assert "Not shown by this run" in detailed and "is no larger than the test loss's spread over seeds" in detailed
+    assert all(len(line) <= 80 for line in text(explanation, details=True).splitlines())
 
 
 def test_parameter_count_rule():
@@ -367,7 +403,7 @@ def test_report_opens_with_a_plain_answer_from_the_run_and_a_line_or_two_per_cla
     assert "split-half noise" in detailed and "The answer, from this run" in detailed
     inconclusive = dataclasses.replace(explanation, claims=[
         dataclasses.replace(c, verdict=INCONCLUSIVE) if c.id == "sharing_cost" else c for c in explanation.claims])
-    assert "about as well" in " ".join(text(inconclusive).split())
+    assert "does not show the classifier training worse" in " ".join(text(inconclusive).replace("│", " ").split())
     reference = " ".join(text(dataclasses.replace(explanation, subject="reference")).split())
     assert "The reference encoder's two norms" in reference and "Your two norms" not in reference
 

@@ -37,8 +37,20 @@ HELPER_CELL = "import keras\n\n\ndef expand_keys(mask):\n    return keras.ops.ex
 NOISY_WITH_HELPER = NOISY.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand_keys(mask)")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
 AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
+
+
+def _mistake(exercise_id: str, name: str) -> str:
+    from .catalog import catalog
+
+    return next(m.source for m in catalog(exercise_id)[0] if m.name == name)
+
+
+# Partly right answers the released "Check your work" cell rejects: the check fails in the kernel,
+# and the answer keeps the points a .py file of it earns.
+RETURNS_A_TUPLE = _mistake("exercise3", "returns_a_tuple")
+NO_COMPUTE_MASK = _mistake("exercise1", "no_compute_mask")
 WRITTEN = "exercise3-why-two-norms"
-STUDENTS = ("alice", "bob", "carol", "dave")
+STUDENTS = ("alice", "bob", "carol", "dave", "frank")
 TEST_CELLS = [f"exercise3-{topic}" for topic in exercises.get("exercise3").topic_points()]
 
 
@@ -56,7 +68,7 @@ def submit(course: Path, student: str, answer: str | None, written: str | None =
            assignment: str = "exercise3", edit_test_cell: bool = False, own_cell: str | None = None) -> Path:
     """Copy the released notebook into submitted/<student>/<assignment>/, with the answer cells filled in
     (and ``own_cell``, a code cell the student added, just before the answer cell)."""
-    notebook = nbformat.read(course / "release" / "exercise3" / "exercise3.ipynb", as_version=4)
+    notebook = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
     if own_cell is not None:
         answer_at = next(i for i, c in enumerate(notebook.cells)
                          if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
@@ -91,9 +103,11 @@ def autograded(grades: dict[str, float]) -> float:
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     """A course as an instructor runs it: another notebook of the instructor's in source/, exercise3
-    released, four students (the solution with a written answer, the book's encoder, the stub with a
-    test cell edited, a correct answer that writes to stderr), alice's exercise1 and bob's notes
-    lying around; a copy taken before autograde, and then `nbgrader autograde`."""
+    and exercise1 released, five students of exercise3 (the solution with a written answer, the
+    book's encoder, the stub with a test cell edited, a correct answer that writes to stderr, a
+    partly right answer the check cell rejects beside a failing check of the student's own), alice's
+    exercise1 (partly right, rejected by its check cell) and bob's notes lying around; a copy taken
+    before autograde, and then `nbgrader autograde` of both assignments."""
     root = tmp_path_factory.mktemp("term")
     course = root / "course"
     own = course / "source" / "week0" / "week0.ipynb"
@@ -101,15 +115,18 @@ def term(tmp_path_factory):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Welcome")]), own)
     update_course(course)
     generate = nbgrader(course, "generate_assignment", "exercise3")
+    nbgrader(course, "generate_assignment", "exercise1")
     submit(course, "alice", SOLUTION, "Each norm learns its own gamma and beta, fitted to its own inputs.")
-    submit(course, "alice", SOLUTION, assignment="exercise1")
+    submit(course, "alice", NO_COMPUTE_MASK, assignment="exercise1")
     submit(course, "bob", BOOK)
     (course / "submitted" / "bob" / "notes.py").write_text("# what to ask in class\n", encoding="utf-8")
     submit(course, "carol", None, edit_test_cell=True)
     submit(course, "dave", NOISY_WITH_HELPER, own_cell=HELPER_CELL)
-    pristine = root / "pristine"  # its gradebook holds the assignment and no submission
+    submit(course, "frank", RETURNS_A_TUPLE, own_cell="assert False, 'a check of my own'")
+    pristine = root / "pristine"  # its gradebook holds the assignments and no submission
     shutil.copytree(course, pristine)
     autograde = nbgrader(course, "autograde", "exercise3", "--create")
+    nbgrader(course, "autograde", "exercise1", "--create")
     return SimpleNamespace(course=course, pristine=pristine, own=own,
                            logs=generate.stdout + generate.stderr + autograde.stdout + autograde.stderr)
 
@@ -210,6 +227,48 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("student, assignment, answer", [("frank", "exercise3", RETURNS_A_TUPLE),
+                                                          ("alice", "exercise1", NO_COMPUTE_MASK)])
+def test_a_partly_right_answer_the_check_cell_rejects_scores_in_nbgrader_as_its_python_file(
+        term, tmp_path, student, assignment, answer):
+    """nbgrader ran the check cell and its assert failed; the hidden tests grade the answer, not the
+    check: every test cell holds the points of its topic in the .py file's verdict."""
+    from nbgrader.api import Gradebook
+
+    notebook = nbformat.read(term.course / "autograded" / student / assignment / f"{assignment}.ipynb",
+                             as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
+    assert [o.ename for o in cells[f"{assignment}-check"].outputs if o.output_type == "error"] in (
+        ["AssertionError"], ["AttributeError"])  # the check cell failed in the kernel
+    python = tmp_path / f"{assignment}.py"
+    python.write_text(answer, encoding="utf-8")
+    verdict = grade_warm(assignment, python)
+    assert verdict.status == "failed" and 0 < verdict.score < verdict.max_score
+    with Gradebook(f"sqlite:///{term.course / 'gradebook.db'}") as gradebook:
+        got = {g.name: g.score for nb in gradebook.find_submission(assignment, student).notebooks for g in nb.grades}
+    assert autograded(got) == verdict.score
+    for topic in exercises.get(assignment).topic_points():
+        assert got[f"{assignment}-{topic}"] == sum(c.points for c in verdict.checks if c.topic == topic), topic
+
+
+@pytest.mark.slow
+def test_a_failed_test_cell_shows_its_message_first_wrapped_and_no_traceback(term):
+    """In nbgrader's autograded notebook (and so in its feedback): carol's stub earned nothing, so every
+    test cell failed; its error is the message alone, at most WIDTH columns a line."""
+    from grader.notebook import WIDTH
+
+    notebook = nbformat.read(term.course / "autograded" / "carol" / "exercise3" / "exercise3.ipynb", as_version=4)
+    errors = [o for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") in TEST_CELLS
+              for o in c.outputs if o.output_type == "error"]
+    assert len(errors) == len(TEST_CELLS)
+    for error in errors:
+        shown = "\n".join(error.traceback)
+        assert error.traceback[0] and error.evalue.startswith(error.traceback[0])  # the message, from its start
+        assert "Traceback" not in shown and "grader/notebook.py" not in shown and "Cell In" not in shown
+        assert max(len(line) for line in error.traceback) <= WIDTH
+
+
+@pytest.mark.slow
 def test_a_correct_answer_that_writes_to_stderr_loses_nothing(term):
     """dave's answer writes to stderr, and uses a helper defined in a cell of his own: nbgrader runs
     that cell, so the grader does too."""
@@ -253,7 +312,7 @@ def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, b
     assert f"Not stored for erin: {erin / 'exercise3.py'} is not {erin / 'exercise3.ipynb'}" in printed
     assert f"Not stored for mallory: {batch.course / 'submitted' / 'mallory' / 'exercise3' / 'exercise3.ipynb'} " \
            "is a symbolic link: it was not read" in printed
-    assert "Autograded 4 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
+    assert "Autograded 5 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
     assert "written answer worth 2 points" in printed
     assert batch.result.stderr.strip() == ""
     stored = scores(batch.course)
@@ -300,12 +359,12 @@ def test_batch_gives_each_test_cell_the_outputs_autograde_gives(term, batch):
 @pytest.mark.slow
 def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, batch):
     summary = list(csv.DictReader((batch.out / "summary.csv").open(encoding="utf-8")))
-    assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "mallory"]
+    assert [r["id"] for r in summary] == ["alice", "bob", "carol", "dave", "erin", "frank", "mallory"]
     gradebook = scores(term.course)
     for row in summary[:4]:
         assert float(row["score"]) == autograded(gradebook[row["id"]]), row
         assert row["manual_points"] == "2"
-    assert summary[5]["status"] == "error"
+    assert float(summary[5]["score"]) == autograded(gradebook["frank"]) and summary[6]["status"] == "error"
     lines = [json.loads(line) for line in (batch.out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == [r["id"] for r in summary]
     assert all(isinstance(line["seed"], int) for line in lines[:5]) and lines[0]["student"] == "alice"
@@ -412,10 +471,10 @@ def test_batch_refuses_a_course_not_ready_before_grading(term, tmp_path):
 
     no_database = run(fresh, "exercise3")
     assert no_database.returncode == 2 and "gradebook.db does not exist" in no_database.stderr
-    other_assignment = run(term.pristine, "exercise1")  # only exercise3 was generated there
+    other_assignment = run(term.pristine, "exercise2")  # only exercise3 and exercise1 were generated there
     assert other_assignment.returncode == 2
-    assert "has no notebook exercise1" in other_assignment.stderr
-    assert "generate_assignment exercise1" in other_assignment.stderr
+    assert "has no notebook exercise2" in other_assignment.stderr
+    assert "generate_assignment exercise2" in other_assignment.stderr
     assert not (tmp_path / "out").exists()  # nothing was graded
 
 
@@ -443,13 +502,80 @@ def test_cell_outputs_from_a_verdict_are_what_assert_topic_prints_returns_and_ra
     assert "✗ Two norms (weights.two_norms): 0/2" in weights[0].text and "one instance is shared" in weights[0].text
     assert "weights: 1 of 3 points" in weights[0].text and weights[1].data["text/plain"] == "1.0"
     assert [o.output_type for o in topic_outputs(verdict, "api")] == ["stream", "execute_result"]
-    mask = topic_outputs(verdict, "mask")  # a topic that earned nothing fails its cell
-    assert mask[-1].output_type == "error" and "mask: 0 of 2 points" in mask[-1].evalue
+    mask = topic_outputs(verdict, "mask")  # a topic that earned nothing fails its cell, and says it all there
+    assert [o.output_type for o in mask] == ["error"] and mask[0].evalue.startswith("mask: 0 of 2 points")
+    assert "✗ Keys (mask.keys): 0/2" in mask[0].traceback
     assert "padding is attended" in mask[-1].evalue
     assert topic_outputs(verdict, "config")[-1].output_type == "error"  # no checks of a topic earn nothing
     broken = Verdict("exercise3", "carol.ipynb", "error", 0.0, 5.0, "SyntaxError in line 3", [], {})
     [output] = topic_outputs(broken, "api")
     assert output.output_type == "error" and "could not be graded: SyntaxError in line 3" in output.evalue
+
+
+LONG = ("Observed: padded keys changed the output of real positions by up to 0.31, at positions 2 and 3 of "
+        "the second sequence, where nothing should have moved.\nWhy it matters: a padding mask that does not "
+        "reach attention lets the padding of a batch change every sentence's encoding.")
+
+
+FORWARD = ("Observed: the output is LayerNormalization(x) + attention(x), the norm applied before the residual "
+           "sum.\nWhy it matters: the book's encoder is post-norm, and a model built from your layer would train "
+           "with other dynamics than the one the chapter describes.")
+
+
+def _verdict_with_long_messages():
+    from grader.verdict import CheckResult, Verdict
+
+    checks = [CheckResult("mask.masks_keys", "Padded keys are masked", "mask", "failed", 0.0, 3.0, LONG),
+              CheckResult("mask.padding_invariance", "Padding changes nothing", "mask", "failed", 0.0, 2.0,
+                          "Not checked: the keys are not masked (see check mask.masks_keys)."),
+              CheckResult("forward.post_norm", "Post-norm", "forward", "failed", 0.0, 2.0, FORWARD),
+              CheckResult("forward.residuals", "Residuals", "forward", "passed", 2.0, 2.0, "")]
+    return Verdict("exercise3", "bob.ipynb", "failed", 2.0, 9.0, None, checks, {})
+
+
+def test_a_test_cell_leads_with_its_message_wrapped_and_a_failure_shows_no_traceback_in_a_real_kernel(tmp_path):
+    """assert_topic in a real IPython kernel, on a verdict with long messages: the partly earned topic
+    prints its points first, every line at most WIDTH columns; the topic that earned nothing raises an
+    AssertionError whose traceback is its message alone, wrapped, not the frames of the cell and the
+    grader. Nothing reaches stderr, and ``grade batch --gradebook`` writes the same outputs."""
+    import nbclient
+
+    from grader.integrations.gradebook import topic_outputs
+    from grader.notebook import WIDTH
+
+    setup = ("import grader.notebook as notebook\n"
+             "from tests.test_nbgrader_course import _verdict_with_long_messages\n"
+             "notebook.graded_source = lambda exercise_id, target: 'the answer'\n"
+             "notebook.verdict_for = lambda exercise_id, source: _verdict_with_long_messages()\n")
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(setup),
+        nbformat.v4.new_code_cell('from grader.notebook import assert_topic\nassert_topic("exercise3", "forward")'),
+        nbformat.v4.new_code_cell('from grader.notebook import assert_topic\nassert_topic("exercise3", "mask")'),
+    ])
+    notebook.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbclient.NotebookClient(notebook, timeout=120, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(exercises.PROJECT_ROOT)}}).execute()
+    forward, mask = notebook.cells[1].outputs, notebook.cells[2].outputs
+    assert [o.output_type for o in forward] == ["stream", "execute_result"]
+    assert forward[0].text.startswith("forward: 2 of 4 points\n") and forward[1].data["text/plain"] == "2.0"
+    assert "train with other dynamics than the one" in " ".join(forward[0].text.split())
+    assert [o.output_type for o in mask] == ["error"]  # the message first: nothing printed before it
+    error = mask[0]
+    assert error.ename == "AssertionError" and error.evalue.startswith("mask: 0 of 5 points; 2 of 2 checks did not")
+    assert error.traceback[0] == "mask: 0 of 5 points; 2 of 2 checks did not pass."
+    shown = "\n".join(error.traceback)
+    for noise in ("Traceback", "Cell In", "grader/notebook.py", "assert_topic(", "\x1b["):
+        assert noise not in shown, noise
+    assert "lets the padding of a batch change" in " ".join(shown.split())
+    for output in forward + mask:
+        assert output.get("name") != "stderr"
+    assert "✗ Padded keys are masked (mask.masks_keys): 0/3" in error.traceback
+    lines = forward[0].text.splitlines() + error.traceback
+    assert max(len(line) for line in lines) <= WIDTH and any(len(line) > WIDTH // 2 for line in lines)
+    for topic, outputs in (("forward", forward), ("mask", mask)):
+        written = topic_outputs(_verdict_with_long_messages(), topic)
+        assert [o.get("text") for o in written] == [o.get("text") for o in outputs]
+        assert [o.get("traceback") for o in written] == [o.get("traceback") for o in outputs]
 
 
 # --------------------------------------------------------------------------- the course config

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from grader.report import render
@@ -316,6 +317,25 @@ def test_the_batch_summary_names_each_submission_by_its_first_cause():
     console = Console(file=io.StringIO(), width=160, color_system=None)
     console.print(batch_summary([Result(Submission("alice", Path("/x.py")), verdict, 1.0)], "out"))
     assert "config.keras_file: title of config.keras_file" in console.file.getvalue()
+
+
+@pytest.mark.parametrize("error, headline", [
+    ("Importing your file raised an error:\n  NameError: name 'x' is not defined\n  at line 12, in <module>: print(x)",
+     "NameError: name 'x' is not defined at line 12"),
+    ("Importing your file raised an error:\n  ValueError: bad\n  at code cell 2, line 3, in helper: f()\n"
+     "  at code cell 2, line 9, in <module>: helper()", "ValueError: bad at code cell 2, line 9"),
+    ("Your file exercise3.py has a SyntaxError at line 4, column 13: '(' was never closed.\n    def call(\n    ^",
+     "Your file exercise3.py has a SyntaxError at line 4, column 13: '(' was never closed."),
+])
+def test_an_error_row_of_the_batch_summary_says_what_failed(error, headline):
+    from grader.integrations.batch import Result, Submission
+    from grader.report import batch_summary
+
+    broken = error_verdict("exercise3", "/x.py", error, 23, CONTEXT)
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(batch_summary([Result(Submission("alice", Path("/x.py")), broken, 1.0)], "out"))
+    row = next(line for line in console.file.getvalue().splitlines() if "alice" in line)
+    assert headline in row
 
 
 def test_a_topic_failing_because_of_a_later_check_points_down_to_it():

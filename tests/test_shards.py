@@ -102,6 +102,10 @@ def timeless_report(folder: Path) -> str:
     return render(results)
 
 
+def student_pages(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted((folder / "students").iterdir())}
+
+
 def test_the_class_is_cut_so_that_one_share_of_three_holds_nobody():
     assert sorted({share_of(name, 3) for name in CLASS}) == [1, 2]
     assert len({share_of(name, 2) for name in CLASS}) == 2
@@ -120,6 +124,7 @@ def test_merged_shards_equal_one_run_of_the_whole_class(graded, n, tmp_path):
     assert sorted(p.name for p in (merged / "gradescope").iterdir()) == sorted(CLASS)
     assert timeless_report(merged) == timeless_report(whole)
     assert (merged / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert student_pages(merged) == student_pages(whole) and len(student_pages(whole)) == len(CLASS)
     manifest = json.loads((merged / "run.json").read_text(encoding="utf-8"))
     assert manifest["shard"] == {"k": 1, "n": 1} and manifest["seed"] == SEED
     assert manifest["class"] == sorted(CLASS)
@@ -166,6 +171,11 @@ def test_the_whole_run_reports_what_its_verdicts_say(graded):
     assert "<img src=x" not in page and "<script>" not in page and "<b>bold" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "&lt;b&gt;bold&lt;/b&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
+    rows = {row[0]: row for row in tables["submissions"]}
+    assert rows["broken"][5].startswith("Your file exercise3.py has a SyntaxError at line 1")
+    assert rows["prints_html"][5] == "ValueError: <b>bold</b><script>alert(2)</script> at line 2"
+    pages = student_pages(results / "whole")
+    assert all("<script>" not in text and "<img src=x" not in text for text in pages.values())
 
 
 def test_merging_refuses_missing_overlapping_and_mixed_shards(graded, tmp_path, capsys):

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from .. import exercises
+from ..integrations.class_report import plural
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
 from .common import (_exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
@@ -106,7 +107,8 @@ def batch_command(argv: list[str]) -> int:
     for course, submitted in found.searched:
         say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
     if found.skipped:
-        console.print(f"[yellow]Skipped {len(found.skipped)} path(s) that are not {exercise.id} submissions:[/yellow]")
+        console.print(f"[yellow]Skipped {plural(len(found.skipped), 'path')} that are not {exercise.id} "
+                      "submissions (listed again at the end, and on the class page):[/yellow]")
         for skipped in found.skipped:
             say(console, f"  {skipped.path}: {skipped.why}")
     if not whole.submissions and not whole.refused:
@@ -114,11 +116,11 @@ def batch_command(argv: list[str]) -> int:
         return EXIT_ERROR
     if shard != WHOLE:
         say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
-                     f"{len(class_ids(whole))} submissions.")
+                     f"{plural(len(class_ids(whole)), 'submission')}.")
     if args.resume and done:
         found = dataclasses.replace(found, submissions=[s for s in found.submissions if s.id not in done],
                                     refused=[s for s in found.refused if s.id not in done])
-        say(console, f"Resuming the run in {args.out}: {len(done)} submission(s) graded there already, "
+        say(console, f"Resuming the run in {args.out}: {plural(len(done), 'submission')} graded there already, "
                      f"{len(found.submissions) + len(found.refused)} to go.")
     from ..integrations.platforms import gradescope_visibility
 
@@ -133,12 +135,13 @@ def batch_command(argv: list[str]) -> int:
 
     sandboxes = [r.verdict.context.get("sandbox") for r in results]
     finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
-                                  sandboxes), started)
-    console.print(batch_summary(results, args.out.resolve()))
+                                  sandboxes, whole.skipped), started)
+    console.print(batch_summary(results, args.out.resolve(), whole.skipped))
     if done:
-        say(console, f"Besides these, {len(done)} submission(s) graded by the earlier part of the run: every result "
-                     f"is in {(args.out / 'summary.csv').resolve()}.")
-    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()}")
+        say(console, f"Besides these, {plural(len(done), 'submission')} graded by the earlier part of the run: every "
+                     f"result is in {(args.out / 'summary.csv').resolve()}.")
+    say(console, f"The class at a glance: {(args.out / 'report.html').resolve()} (each student's own report in "
+                 f"{(args.out / 'students').resolve()})")
     note = manual_note(exercise.id)
     if note:
         console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
@@ -177,8 +180,9 @@ def merge_command(argv: list[str]) -> int:
     write_report(args.out)
     from rich.console import Console
 
-    say(Console(), f"Merged {len(args.folders)} shard(s), {len(merged['class'])} submissions of "
-                   f"{merged['exercise']}, into {out} (report.html: the class at a glance).")
+    say(Console(), f"Merged {plural(len(args.folders), 'shard')}, {plural(len(merged['class']), 'submission')} of "
+                   f"{merged['exercise']}, into {out} (report.html: the class at a glance; students/: each "
+                   "student's own report).")
     return 0
 
 
@@ -187,8 +191,9 @@ def class_report_command(argv: list[str]) -> int:
         prog="grade class-report",
         description="Write report.html again into each results folder of grade batch or grade merge, from its "
                     "verdicts.jsonl, summary.csv and run.json: one static page (no script, nothing fetched) "
-                    "with the score distribution, each check's pass rate by topic, the most common "
-                    "mistakes, the submissions that could not be graded, and time per grading.",
+                    "with the score distribution, the most common mistakes, every student with their first "
+                    "problem, each check's pass rate by topic, the submissions that could not be graded, the "
+                    "files not graded and time per grading; and students/, each student's own report.",
         epilog="exit codes: 0 every report written; 2 a folder holds no results.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="OUT", help="a results folder")
     args = parser.parse_args(argv)
@@ -203,7 +208,8 @@ def class_report_command(argv: list[str]) -> int:
 
     console = Console()
     for folder, results in every:
-        say(console, f"{write_report(folder, results)}: {len(results.verdicts)} submissions")
+        say(console, f"{write_report(folder, results)}: {plural(len(results.verdicts), 'submission')}, each with "
+                     f"a page of its own in {Path(folder) / 'students'}")
     return 0
 
 

@@ -6,10 +6,13 @@ each claim of the accepted answer to "why two LayerNormalization layers?" is
 judged by a rule stated in advance, written into its ``measured`` numbers as
 ``criterion``:
 
-- ``supported``: the numbers show what the claim says, for every seed;
-- ``not supported``: they show the opposite, for every seed;
+- ``supported``: the numbers show what the claim says, for every seed, and an
+  effect measured against the seeds' own spread is larger than it;
+- ``not supported``: they show the opposite, as clearly;
 - ``inconclusive``: the seeds disagree, the effect is within the noise, or the
-  numbers are missing.
+  numbers are missing. Its summary says so ("Not shown by this run", "Mixed",
+  "Not measured"): a difference smaller than its spread over seeds is never
+  stated as a finding.
 """
 
 from __future__ import annotations
@@ -404,16 +407,20 @@ def sharing_cost(seeds: list[dict]) -> Claim:
     paired by seed (same data, same initial weights)."""
     claim_id = "sharing_cost"
     criterion = (f"paired by seed (at least {MIN_SEEDS}): supported when the 95% confidence interval of the "
-                 "mean difference in test loss (shared minus two) lies above 0, not supported when it lies below "
-                 "0, inconclusive (no difference at this scale) when it contains 0")
+                 "mean difference in test loss (shared minus two) lies above 0 and the difference is larger than "
+                 "the test loss's spread over seeds (the larger standard deviation of the two variants); not "
+                 "supported when the interval lies below 0 and the difference is larger than that spread; "
+                 "inconclusive (not shown by this run) otherwise")
     if len(seeds) < MIN_SEEDS:
         return _missing(claim_id, f"only {len(seeds)} of the {MIN_SEEDS} seeds needed were reported",
                         {"criterion": criterion})
     variants = {}
+    spreads = []
     for name in ("two_norms", "shared_norm"):
         losses = np.asarray([s[name]["test"]["loss"] for s in seeds])
         accuracies = np.asarray([s[name]["test"]["accuracy"] for s in seeds])
         curves = np.asarray([s[name]["losses"] for s in seeds])
+        spreads.append(float(losses.std(ddof=1)))
         variants[name] = {
             "test_loss": {"mean": _r(losses.mean()), "sd": _r(losses.std(ddof=1))},
             "test_accuracy": {"mean": _r(accuracies.mean()), "sd": _r(accuracies.std(ddof=1))},
@@ -424,9 +431,11 @@ def sharing_cost(seeds: list[dict]) -> Claim:
     loss_difference = paired([s["shared_norm"]["test"]["loss"] - s["two_norms"]["test"]["loss"] for s in seeds])
     accuracy_difference = paired([s["shared_norm"]["test"]["accuracy"] - s["two_norms"]["test"]["accuracy"]
                                   for s in seeds])
-    if loss_difference["low"] > 0:
+    spread = max(spreads)
+    beyond = abs(loss_difference["mean"]) > spread
+    if loss_difference["low"] > 0 and beyond:
         verdict = SUPPORTED
-    elif loss_difference["high"] < 0:
+    elif loss_difference["high"] < 0 and beyond:
         verdict = NOT_SUPPORTED
     else:
         verdict = INCONCLUSIVE
@@ -437,16 +446,22 @@ def sharing_cost(seeds: list[dict]) -> Claim:
                f"norm against {two['test_loss']['mean']:.3g} ± {two['test_loss']['sd']:.2g} with two "
                f"({relative:+.1%}; higher in {worse} of {len(seeds)} seeds), accuracy "
                f"{shared['test_accuracy']['mean']:.1%} against {two['test_accuracy']['mean']:.1%}")
+    against = (f"a difference of {loss_difference['mean']:+.2g} against a spread over seeds of {spread:.2g}")
     saturated = min(two["test_accuracy"]["mean"], shared["test_accuracy"]["mean"]) >= 0.99
     note = " Both variants learn this small task almost perfectly, so the difference is small." if saturated else ""
+    if loss_difference["low"] <= 0 <= loss_difference["high"]:
+        why = "the 95% interval of the difference contains 0"
+    else:
+        why = "the difference is no larger than the seeds' own spread"
     summary = {
-        SUPPORTED: f"Yes, by a measurable margin at this scale: {numbers}.{note}",
-        NOT_SUPPORTED: f"No: the shared norm did better at this scale: {numbers}.",
-        INCONCLUSIVE: f"No difference at this scale: {numbers}; the interval of the difference contains 0.",
+        SUPPORTED: f"Yes, by more than the seeds' own spread: {numbers}; {against}.{note}",
+        NOT_SUPPORTED: f"No: the shared norm did better, by more than the seeds' own spread: {numbers}; {against}.",
+        INCONCLUSIVE: f"Not shown by this run: {numbers}; {against}: {why}.{note}",
     }[verdict]
     measured = {
         "criterion": criterion, "seeds": [s["seed"] for s in seeds], "two_norms": two, "shared_norm": shared,
         "test_loss_difference": {k: _r(v) if isinstance(v, float) else v for k, v in loss_difference.items()},
+        "test_loss_spread": _r(spread), "difference_beyond_spread": bool(beyond),
         "test_accuracy_difference": {k: _r(v) if isinstance(v, float) else v for k, v in accuracy_difference.items()},
     }
     return Claim(claim_id, CLAIMS[claim_id], measured, verdict, summary)

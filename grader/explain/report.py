@@ -104,8 +104,12 @@ def claim_numbers(claim: Claim) -> str:
             row = _first_seed(claim)
             return f"its two places' gradients are {row['median_angle']:.0f}° apart (median over steps)"
         if claim.id == "sharing_cost":
-            return (f"test loss {m['shared_norm']['test_loss']['mean']:.2g} with one shared norm, "
-                    f"{m['two_norms']['test_loss']['mean']:.2g} with two")
+            numbers = (f"test loss {m['shared_norm']['test_loss']['mean']:.2g} with one shared norm, "
+                       f"{m['two_norms']['test_loss']['mean']:.2g} with two")
+            if "test_loss_spread" in m:
+                numbers += (f": difference {m['test_loss_difference']['mean']:+.2g}, spread over seeds "
+                            f"{m['test_loss_spread']:.2g}")
+            return numbers
         if claim.id == "parameter_count":
             return f"{m['difference']} more parameters, {m['fraction_of_classifier']:.1%} of the classifier"
     except (KeyError, IndexError, TypeError, ValueError):
@@ -143,7 +147,7 @@ def plain_answer(explanation: Explanation) -> str:
             loss = claim_numbers(cost)
             second += {SUPPORTED: f", and the classifier trained with it did worse ({loss}).",
                        NOT_SUPPORTED: f", though here the classifier trained no worse with it ({loss}).",
-                       INCONCLUSIVE: f"; at this small scale the classifier trained about as well ({loss})."
+                       INCONCLUSIVE: f"; this run does not show the classifier training worse with it ({loss})."
                        }.get(cost.verdict, ".")
         else:
             second += "."
@@ -409,6 +413,11 @@ def _sharing_cost(measured: dict) -> list[RenderableType]:
     if difference:
         note.append(f" Test loss difference (shared − two), 95% interval: {difference['low']:+.2g} to "
                     f"{difference['high']:+.2g}.")
+    if "test_loss_spread" in measured:
+        beyond = "larger" if measured.get("difference_beyond_spread") else "no larger"
+        note.append(f" The difference, {difference.get('mean', 0):+.2g}, is {beyond} than the test loss's spread "
+                    f"over seeds, {measured['test_loss_spread']:.2g} (the larger sd): a claim is supported only "
+                    "when it is larger.")
     return [table, note]
 
 

@@ -21,7 +21,8 @@ Outputs in the ``--out`` folder, sorted by id once the run ends:
   that a spreadsheet would run as a formula starts with an apostrophe);
 - ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.integrations.platforms``);
 - once the run ends, ``run.json`` (its manifest: exercise, shard, seed, grader version, the class's
-  ids; ``grader.integrations.shards``) and ``report.html``, the class at a glance (``grader.integrations.class_report``).
+  ids, the paths not graded; ``grader.integrations.shards``), ``report.html``, the class at a glance, and
+  ``students/<name>.html``, each student's own report (``grader.integrations.class_report``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
 # Besides a submitted/ folder, the signs that a folder is an nbgrader course.
 COURSE_MARKERS = ("nbgrader_config.py", "gradebook.db")
+NBGRADER_TIMESTAMP = "timestamp.txt"  # nbgrader collect's own file in every submission folder: not stray
 
 
 @dataclass(frozen=True)
@@ -201,15 +203,20 @@ def _assignment(found: Discovery, folder: Path, student: str, exercise_id: str) 
     for other in candidates:
         if other != chosen:
             found.skipped.append(Skipped(other, f"not the file graded for {student} ({chosen.name})"))
+    for other in _files(folder, every=True):
+        if other.suffix not in SUFFIXES and other != folder / NBGRADER_TIMESTAMP:
+            found.skipped.append(Skipped(other, f"not a .py or .ipynb file, not graded for {student}"))
     _add(found, Submission(student, chosen, student), folder)
 
 
-def _files(folder: Path) -> list[Path]:
-    """The .py and .ipynb files under ``folder``, symbolic links included, without following any."""
+def _files(folder: Path, every: bool = False) -> list[Path]:
+    """The .py and .ipynb files under ``folder`` (``every``: all files), symbolic links included,
+    without following any; hidden ones (.ipynb_checkpoints, dotfiles) left out."""
     files = []
     for current, folders, names in os.walk(folder):
         folders[:] = sorted(f for f in folders if not _hidden(f))
-        files += [Path(current) / n for n in sorted(names) if not _hidden(n) and Path(n).suffix in SUFFIXES]
+        files += [Path(current) / n for n in sorted(names)
+                  if not _hidden(n) and (every or Path(n).suffix in SUFFIXES)]
     return files
 
 
@@ -225,6 +232,8 @@ def _loose(found: Discovery, root: Path) -> None:
                 continue
             if path.suffix in SUFFIXES:
                 _add_file(found, path, root, None)
+            else:
+                found.skipped.append(Skipped(path, "not a .py or .ipynb file"))
 
 
 def _add_file(found: Discovery, path: Path, base: Path, exercise_id: str | None) -> None:
@@ -348,7 +357,7 @@ class Result:
     seconds: float
 
 
-RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", STARTED, MANIFEST, "report.html")
+RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", STARTED, MANIFEST, "report.html", "students")
 SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import exercises
-from ..notebook import topic_report
+from ..notebook import failure_traceback, printed, topic_report
 
 
 class CellCannotBeScored(Exception):
@@ -49,10 +49,10 @@ def topic_outputs(verdict, topic: str) -> list:
     lines, failure, points = topic_report(verdict, topic)
     outputs = []
     if lines:
-        outputs.append(nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines) + "\n"))
+        outputs.append(nbformat.v4.new_output("stream", name="stdout", text=printed(lines) + "\n"))
     if failure is not None:
         outputs.append(nbformat.v4.new_output("error", ename="AssertionError", evalue=failure,
-                                              traceback=[f"AssertionError: {failure}"]))
+                                              traceback=failure_traceback(failure)))
     else:
         outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(points)},
                                               execution_count=None))

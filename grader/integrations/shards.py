@@ -4,8 +4,8 @@
 share comes from a SHA-256 of the id (never Python's salted ``hash()``), so every machine, run and
 Python cuts the same class the same way. Every results folder gets ``run.json``, the manifest of
 its run: the exercise, the shard, the ``--seed`` given (or null: a fresh secret seed per
-submission), the grader's version, the settings that change a verdict, and the ids of the whole
-class the shard was cut from. ``grade merge`` reads the manifests and refuses shards that cannot
+submission), the grader's version, the settings that change a verdict, the ids of the whole
+class the shard was cut from, and the paths found beside the submissions and not graded. ``grade merge`` reads the manifests and refuses shards that cannot
 make one run of one class (overlapping or missing shares, mixed seeds, versions, settings or
 classes, a shard that did not finish), then writes one results folder equal to grading the class
 in one run: the same ``verdicts.jsonl``, ``summary.csv``, Gradescope files and class report.
@@ -69,9 +69,11 @@ def share_of(identity: str, n: int) -> int:
     return int.from_bytes(digest[:8], "big") % n + 1
 
 
-def manifest(exercise: str, shard: Shard, class_ids, settings, visibility: str | None, sandboxes=()) -> dict:
+def manifest(exercise: str, shard: Shard, class_ids, settings, visibility: str | None, sandboxes=(),
+             not_graded=()) -> dict:
     """The manifest of a run of ``grade batch`` (``run.json``); ``sandboxes``, the sandbox lines of
-    its gradings (the report header's line: what confinement the machine applied)."""
+    its gradings (the report header's line: what confinement the machine applied); ``not_graded``,
+    what the survey of the whole class skipped (``batch.Skipped``: stray files, other assignments)."""
     from .. import __version__
     from .platforms import DEFAULT_VISIBILITY
 
@@ -79,7 +81,8 @@ def manifest(exercise: str, shard: Shard, class_ids, settings, visibility: str |
             "seed": settings.seed, "grader_version": __version__, "timeout": settings.timeout,
             "memory_mb": settings.memory_mb, "gradescope_visibility": visibility or DEFAULT_VISIBILITY,
             "backend": getattr(settings, "backend", "tensorflow"),
-            "sandbox": sorted({class_line(line) for line in sandboxes if line}), "class": sorted(set(class_ids))}
+            "sandbox": sorted({class_line(line) for line in sandboxes if line}), "class": sorted(set(class_ids)),
+            "not_graded": [{"path": str(item.path), "why": item.why} for item in not_graded]}
 
 
 def class_line(sandbox: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from . import replay
+from . import attention, replay
 
 
 @dataclass
@@ -73,10 +73,16 @@ def observed(evidence, phase: str, check_id: str, inputs: dict, masks: dict | No
         program, failure = None, None
         try:
             program = replay.build(observation, values_override or values(evidence), inputs, masks)
+            attention.find(program, values_override or values(evidence), _as_floats(inputs))
         except replay.ReplayFailed as exc:
-            failure = str(exc)
+            program, failure = None, str(exc)
         cache[key] = Observed(phase, data, output, program, failure, dict(inputs), dict(masks or {}))
     return cache[key]
+
+
+def _as_floats(inputs: dict) -> dict:
+    """The call's inputs as the program runs on them: float arrays as float64, others as they are."""
+    return {k: np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind == "f" else v for k, v in inputs.items()}
 
 
 def partial_trace(evidence, phase: str) -> list[dict]:

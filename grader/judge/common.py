@@ -16,11 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from . import analysis, reference
+from . import analysis, budget, reference
 from .evidence import format_student_error
-from .framework import fail
+from .framework import fail, output_cause
+from .ops import View, role_shape
 
 LAYER_NAME = "layer_under_test"
+DENSE_KINDS = ("dense", "conv", "einsum_dense")  # what computes a Dense at each position
 
 SHARED_NORM_WHY = (
     "Each LayerNormalization learns its own scale (gamma) and shift (beta). Each norm sees a "
@@ -36,7 +38,7 @@ ONE_NORM_WHY = (
 )
 SHARED_NORM_SEE = "See weights.norm_parameters and gradients.norms_differ: one shared norm, one explanation."
 PADDING_WHY = "Attention to padding lets the amount of padding in a batch change how real tokens are encoded."
-KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "einsum_dense": "dense",
+KIND_WORDS = {"attention": "attention", "norm": "norm", "dense": "dense", "conv": "dense", "einsum_dense": "dense",
               "embedding": "embedding", "add": "add", "activation": "activation", "relu": "relu"}
 
 # --------------------------------------------------------------------------- fixtures
@@ -131,11 +133,20 @@ class Structure:
 
     @property
     def dense_steps(self):
-        return self.of("dense", "einsum_dense")
+        return self.of(*DENSE_KINDS)
 
     @property
     def sequence(self) -> list[str]:
-        return [KIND_WORDS[s.kind] for s in self.of("attention", "norm", "dense", "einsum_dense", "embedding")]
+        return [KIND_WORDS[s.kind] for s in self.of("attention", "norm", *DENSE_KINDS, "embedding")]
+
+    def role_shapes(self) -> dict:
+        """{variable key: its shape in the role it plays} for the variables of the verified call whose
+        role has another shape than the variable (a Conv1D kernel that is a Dense kernel); none for a
+        call that is only claimed."""
+        if not self.verified:
+            return {}
+        return {str(key): key.shape for step in self.observed.steps(*KIND_WORDS)
+                for key in step.params.values() if isinstance(key, View)}
 
     def describe(self) -> str:
         return " → ".join(self.sequence) or "no attention, norm, dense or embedding layer at all"
@@ -195,12 +206,90 @@ def attends_over(observed: analysis.Observed, *sources: str) -> bool:
     return False
 
 
+NO_ATTENTION_FOUND = (
+    "the grader verified your layer's computation but found no attention over its inputs in it to read this "
+    "from (it recognises MultiHeadAttention, and an attention written as three Dense projections whose outputs "
+    "operations combine, followed by a Dense)"
+)
+
+
+def fail_no_attention_found(observed_steps: str, expected: str) -> None:
+    """The forward check's failure for a verified call in which the grader found no attention: what it
+    could not do, not a verdict on the computation, and which checks judged the behaviour anyway."""
+    fail(
+        f"the grader recomputed your layer ({observed_steps}) but found no attention in it that it can "
+        "compare with the exercise's: it recognises MultiHeadAttention (or a subclass), and an attention written "
+        "as three Dense projections of the query, the keys and the values whose outputs only your operations "
+        "combine, followed by one Dense on the joined heads. The checks of what your layer does (gradients, "
+        "padding, inference, config) judged it without this.",
+        expected,
+        "The forward, weight and mask-structure checks compare your layer's parts with the exercise's; without "
+        "the attention among them they cannot be applied.",
+    )
+
+
 def verified_layer(observed: analysis.Observed, see: str, *sources: str) -> analysis.Observed:
     """``observed`` if it is verified and attends over its inputs; otherwise not checked."""
     analysis.require_verified(observed, see)
     if not attends_over(observed, *sources):
-        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        analysis.not_checked(NO_ATTENTION_FOUND, see)
     return observed
+
+
+def computed_layer(observed: analysis.Observed, see: str, values: dict, name: str = "inputs") -> analysis.Observed:
+    """``observed`` if it is verified and mixes the positions of its input ``name``, whatever the
+    grader recognised in it: what a check of behaviour (gradients, inference) needs; otherwise not
+    checked. Mixing positions is what no verified shortcut of a sequence layer does (a norm of the
+    inputs, the inputs copied through): it is the least the parent's own numbers must show."""
+    analysis.require_verified(observed, see)
+    x = observed.inputs.get(name)
+    assert_mixes_positions(observed, values, name, np.ones(np.shape(x)[:2], dtype=bool) if np.ndim(x) == 3
+                           else np.zeros((0, 0), dtype=bool), see)
+    return observed
+
+
+def mixes_positions(observed: analysis.Observed, values: dict, name: str, real: np.ndarray,
+                    outputs: np.ndarray | None = None) -> bool:
+    """Whether the verified call's output at a real position depends on another real position of its
+    input ``name``: the parent changes one real position of its own input and runs the computation
+    again. ``real`` marks the input's real positions; ``outputs`` the output's, when the input is not
+    the sequence the output is made of (the encoder outputs a decoder reads): then any real output
+    position counts, else only the others. A layer that mixes no positions is trivially blind to
+    padding, and a check of that says nothing."""
+    if observed.program is None:
+        return observed.function is not None  # identified as a known layer by its parts: it attends
+    x = np.asarray(observed.inputs.get(name), dtype=np.float64)
+    if x.ndim != 3 or x.shape[:2] != real.shape:
+        return False
+    base = np.asarray(observed.program.run(values, observed.inputs), dtype=np.float64)
+    scale = 1e-6 * max(1.0, float(np.max(np.abs(base)))) if base.size else 1e-6
+    for b in range(x.shape[0]):
+        positions = np.flatnonzero(real[b])
+        # the first real position, whose change a causal layer passes on to the later ones, then the
+        # last, whose change reaches the earlier ones in a layer that attends forward only
+        for moved in dict.fromkeys([*positions[:1], *positions[-1:]]):
+            watched = [p for p in positions if p != moved] if outputs is None else np.flatnonzero(outputs[b])
+            if not len(watched):
+                continue
+            budget.charge(2 * x.size + base.size, x.size + base.size)
+            changed = x.copy()
+            changed[b, moved] += 1.0 + np.abs(changed[b, moved])
+            again = np.asarray(observed.program.run(values, dict(observed.inputs, **{name: changed})),
+                               dtype=np.float64)
+            if again.shape != base.shape or base.ndim < 2:
+                return False
+            if np.max(np.abs(again[b, watched] - base[b, watched])) > scale:
+                return True
+    return False
+
+
+def assert_mixes_positions(observed: analysis.Observed, values: dict, name: str, real: np.ndarray, see: str,
+                           outputs: np.ndarray | None = None) -> None:
+    """Not checked unless the verified call mixes positions (``mixes_positions``)."""
+    if not mixes_positions(observed, values, name, real, outputs):
+        analysis.not_checked("the grader recomputed your layer, but its output at a position depends on no other "
+                             "position's input (no attention mixes them), so what this check observes would say "
+                             "nothing about a sequence layer", see)
 
 
 def explain_unverified(observed: analysis.Observed, expected: str, evidence=None, phase: str = "forward",
@@ -220,6 +309,7 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
         "cannot recompute (a Dropout applied at inference, a weight created inside call(), an operation "
         "other than a Keras layer, a sum or a relu) leaves the computation unverified, and the checks "
         "that depend on it are not checked.",
+        cause=output_cause(),
     )
 
 
@@ -297,8 +387,11 @@ def trainable_keys(forward: dict) -> set[str]:
 
 
 def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str],
-                            why: str | None = None) -> None:
-    observed = Counter(tuple(np.shape(values[k])) for k in trainable_keys(forward) if k in values)
+                            why: str | None = None, roles: dict | None = None) -> None:
+    """The trainable weights have the ``expected`` shapes, each counted in the shape of the role the
+    verified call gives it (``roles``: key -> shape, from ``Structure.role_shapes``)."""
+    roles = roles or {}
+    observed = Counter(roles.get(k, tuple(np.shape(values[k]))) for k in trainable_keys(forward) if k in values)
     wanted = Counter(expected)
     if observed == wanted:
         return
@@ -337,12 +430,13 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
     for step in structure.of("attention")[:1]:
         heads = step.constants.get("num_heads")
         kernel = step.params.get("query_kernel")
-        key_dim = int(np.shape(values[kernel])[-1]) if kernel in values else step.constants.get("key_dim")
+        key_dim = int(role_shape(kernel, values)[-1]) if kernel in values else step.constants.get("key_dim")
+        name = attention_name(step)
         if key_dim != want:
-            hints.append(f"MultiHeadAttention has key_dim={key_dim}; this exercise (like the book) uses "
+            hints.append(f"{name} has key_dim={key_dim}; this exercise (like the book) uses "
                          f"key_dim={rule}={want}")
         if heads and heads != dims["num_heads"]:
-            hints.append(f"MultiHeadAttention has num_heads={heads}, not {dims['num_heads']}")
+            hints.append(f"{name} has num_heads={heads}, not {dims['num_heads']}")
     if "dense_dim" in dims:
         units = [int(np.shape(values[s.params["kernel"]])[-1]) for s in structure.dense_steps
                  if s.params.get("kernel") in values]
@@ -350,6 +444,32 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
             hints.append(f"the feed-forward Dense widths are {units}; expected [dense_dim, embed_dim] = "
                          f"[{dims['dense_dim']}, {dims['embed_dim']}]")
     return hints
+
+
+def attention_name(step) -> str:
+    """How a message names an attention step: Keras's layer, or the student's own operations."""
+    if step is not None and step.constants.get("written_out"):
+        return "your attention (its Dense projections and operations)"
+    return "MultiHeadAttention"
+
+
+def written_attention_slip(steps) -> None:
+    """Fail when an attention written with operations of the student's own does not compute scaled
+    dot-product attention over the keys (found by ``attention``), saying what it does instead."""
+    for step in steps:
+        if step.constants.get("written_out") and not step.constants.get("computes"):
+            diagnosis = step.constants.get("diagnosis")
+            fail(
+                "your attention, written with Dense projections and operations, "
+                + (f"is not scaled dot-product attention: {diagnosis}." if diagnosis else
+                   "does not compute softmax(q·kᵀ / sqrt(key_dim))·v over the keys, head by head, for any number "
+                   "of heads."),
+                "for each head, softmax over the keys of q·kᵀ / sqrt(key_dim), applied to the values, the heads "
+                "joined again before the output projection.",
+                "Dividing by sqrt(key_dim) keeps the scores' spread independent of the head width, so the softmax "
+                "does not saturate; the softmax over the keys makes each query's weights a distribution over the "
+                "positions it reads.",
+            )
 
 
 def attention_shapes(embed_dim: int, num_heads: int, key_dim: int | None = None) -> list[tuple]:
@@ -608,7 +728,7 @@ def _assert_same_outputs(a, b, evidence, observed: str, expected: str, why: str)
         fail(f"{observed}: the outputs hold NaN or infinite values.", "finite, identical outputs.", why)
     if a.shape != b.shape or not np.allclose(a, b, atol=1e-5):
         diff = f"by {float(np.abs(a - b).max()):.3g}" if a.shape == b.shape else f"shape {a.shape} vs {b.shape}"
-        fail(f"{observed} ({diff}).", expected, why)
+        fail(f"{observed} ({diff}).", expected, why, cause=output_cause())
 
 
 def assert_from_config(config_phase: dict, evidence=None) -> None:
@@ -659,6 +779,9 @@ class Call:
     attention: list
     see: str
     what: str
+    # an unverified call whose trace names no attention layer: an attention written with operations of the
+    # student's own is found only in a verified call, so whether the call attends is unknown, not "no"
+    unknown: bool = False
 
     @property
     def verified(self) -> bool:
@@ -673,13 +796,18 @@ class Call:
             analysis.not_checked(f"the grader could not verify {self.what} from the numbers it chose", self.see)
 
 
-def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str) -> Call:
+def observed_call(evidence, observed: analysis.Observed, see: str, what: str, *sources: str,
+                  needs_attention: bool = True, structure_see: str | None = None) -> Call:
+    """The call as the mask checks see it. A check of the attention's mask ``needs_attention``; a
+    check of behaviour alone (padding invariance, causality, the mask passed on) needs only the
+    verified call, whatever the grader recognised in it. A verified call in which the grader found no
+    attention is not checked, pointing to the check that says so (``structure_see``)."""
     if observed.verified:
-        if not attends_over(observed, *sources):
-            analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        if needs_attention and not attends_over(observed, *sources):
+            analysis.not_checked(NO_ATTENTION_FOUND, structure_see or see)
         return Call(observed, observed.steps("attention"), see, what)
     claimed = [s for s in pseudo_steps_of(trace_leaves(evidence, observed.phase)) if s.kind == "attention"]
-    return Call(observed, claimed, see, what)
+    return Call(observed, claimed, see, what, unknown=not claimed)
 
 
 def effective_mask(step) -> np.ndarray | None:
@@ -923,6 +1051,7 @@ def assert_unchanged(a, b, where: np.ndarray, changed: str, why: str) -> None:
             f"{change.max():.3g}.",
             "those outputs unchanged.",
             why,
+            cause=output_cause(),
         )
 
 
@@ -967,6 +1096,57 @@ INFERENCE_WHY = (
     "other noise) must be off unless training is True: write call(..., training=None) and pass "
     "training=training on to Dropout, never training=True. Otherwise every prediction is random."
 )
+
+
+def assert_inference(evidence, verified, values: dict, layer_too: bool = True) -> None:
+    """The inference check of a layer exercise: its two calls on one input agree, which needs no
+    replay (a layer random at inference is told so whatever else the grader could follow, and is the
+    cause its other comparisons fail for), then they equal the parent's own output of the verified
+    call (``verified()``: the Observed call, or not checked)."""
+    assert_not_random(evidence, layer_too)
+    assert_deterministic_inference(evidence, verified().run(values), layer_too)
+
+
+def assert_not_random(evidence, layer_too: bool = True) -> None:
+    """The layer (``layer_too``) and a model holding it, called twice on one input without
+    ``training``, return the same numbers; which layer of the trace made them differ is named."""
+    if not evidence.random_at_inference or evidence.error("inference") is not None:
+        return
+    data = evidence.phase("inference")
+    who = "your layer" if layer_too and _differ(data.get("layer")) else "a model holding it" if layer_too \
+        else "your model"
+    random = _random_layers(evidence)
+    named = f" ({', '.join(random)} changes what passes through it)" if random else ""
+    fail(
+        f"called twice on the same input without `training`, {who} returned different outputs: something "
+        f"random is active at inference{named}.",
+        "the same output at every call: with no `training` given, Dropout is off — pass the call's own "
+        "`training` on to it (dropout(x, training=training)), never training=True.",
+        INFERENCE_WHY,
+    )
+
+
+def _differ(outputs) -> bool:
+    if not (isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs)):
+        return False
+    first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
+    return first.shape != second.shape or not np.array_equal(first, second, equal_nan=True)
+
+
+def _random_layers(evidence) -> list[str]:
+    """The layers of the plain call's trace (claims, for the message only) whose output is not their
+    input though they compute nothing of their own: a Dropout applied at inference."""
+    named = []
+    for event in analysis.partial_trace(evidence, "forward"):
+        if str(event.get("class")) not in ("Dropout", "GaussianDropout", "GaussianNoise", "AlphaDropout",
+                                           "SpatialDropout1D"):
+            continue
+        inputs = event.get("inputs") if isinstance(event.get("inputs"), dict) else {}
+        output, first = event.get("output"), next(iter(inputs.values()), None)
+        if isinstance(output, np.ndarray) and isinstance(first, np.ndarray) and (
+                output.shape != first.shape or not np.allclose(output, first)):
+            named.append(f"layer {str(event['class'])[:40]} (call {int(event.get('index', 0))})")
+    return named[:3]
 
 
 def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bool = True) -> None:
@@ -1044,10 +1224,11 @@ def close(a, b, where: np.ndarray | None = None) -> bool:
 
 def assert_matches_reference(output, variants: dict, messages: dict, expected: str, why: str,
                              correct: str = "correct", where: np.ndarray | None = None, otherwise=None,
-                             whys: dict | None = None) -> None:
+                             whys: dict | None = None, causes: dict | None = None) -> None:
     """``output`` equals ``variants[correct]``; if it equals a known wrong variant instead, say which
-    (and why that matters, from ``whys`` when the general ``why`` does not fit it); else call
-    ``otherwise()`` (which may fail with a more specific message) before failing generally."""
+    (and why that matters, from ``whys`` when the general ``why`` does not fit it; and which other
+    check tells the mistake the variant makes, from ``causes``); else call ``otherwise()`` (which may
+    fail with a more specific message) before failing generally."""
     if not isinstance(output, np.ndarray):
         fail("call did not return a tensor.", expected, "The forward pass can only be compared on a tensor.")
     if output.shape != np.shape(variants[correct]):
@@ -1058,7 +1239,8 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
         return
     for name, text in messages.items():
         if name in variants and close(output, variants[name], where):
-            fail(f"your output matches a layer in which {text}.", expected, (whys or {}).get(name, why))
+            fail(f"your output matches a layer in which {text}.", expected, (whys or {}).get(name, why),
+                 cause=(causes or {}).get(name))
     if otherwise is not None:
         otherwise()
     reference_output = np.asarray(variants[correct])
@@ -1067,6 +1249,7 @@ def assert_matches_reference(output, variants: dict, messages: dict, expected: s
         f"your output differs from the correct layer computed from the same weights by up to {diff:.3g}.",
         expected,
         why,
+        cause=output_cause(),
     )
 
 
@@ -1154,7 +1337,7 @@ def pseudo_steps_of(leaves: list[dict]) -> list:
 
     steps = []
     for event in leaves:
-        if event["kind"] in ("attention", "norm", "dense", "einsum_dense", "embedding"):
+        if event["kind"] in ("attention", "norm", *DENSE_KINDS, "embedding"):
             params = {r: (None if k is None else str(k)) for r, k in (event.get("params") or {}).items()
                       if isinstance(r, str) and (k is None or isinstance(k, int))}
             constants = event.get("constants") if isinstance(event.get("constants"), dict) else {}
@@ -1162,9 +1345,18 @@ def pseudo_steps_of(leaves: list[dict]) -> list:
     return steps
 
 
+def norm_structure(evidence, observed: analysis.Observed, phase: str, see: str, values: dict) -> Structure:
+    """The structure of a call as the checks of its norms read it: verified if the call is (and mixes
+    positions: ``computed_layer``), whatever else the grader recognised in it; else claimed."""
+    if observed.verified:
+        computed_layer(observed, see, values)
+    claimed = None if observed.verified else pseudo_steps_of(trace_leaves(evidence, phase))
+    return Structure(observed, claimed, see)
+
+
 def layer_structure(evidence, observed: analysis.Observed, phase: str, see: str, *sources: str) -> Structure:
     """The structure of a call: verified if the call is (and attends over ``sources``), else claimed."""
     if observed.verified and not attends_over(observed, *sources):
-        analysis.not_checked("the verified call runs no attention over the layer's inputs", see)
+        analysis.not_checked(NO_ATTENTION_FOUND, see)
     claimed = None if observed.verified else pseudo_steps_of(trace_leaves(evidence, phase))
     return Structure(observed, claimed, see)

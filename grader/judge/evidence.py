@@ -7,6 +7,8 @@ never let the phase run, a timeout, or an error when the child died.
 
 from __future__ import annotations
 
+import numpy as np
+
 import pytest
 
 from ..sandbox.process import ChildRun, looks_out_of_memory
@@ -56,6 +58,23 @@ class Evidence:
     def public_job(self) -> dict:
         """What the child knew from the start: sizes and shapes."""
         return self._public_job
+
+    @property
+    def random_at_inference(self) -> bool:
+        """Whether the layer, or a model holding it, called twice on one input without ``training``,
+        returned different outputs: whatever else compares its outputs then fails for that reason."""
+        record = self.run.phases.get("inference")
+        data = record.get("data") if isinstance(record, dict) and record.get("ok") else None
+        if not isinstance(data, dict):
+            return False
+        for outputs in (data.get("layer"), data.get("model")):
+            if isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs):
+                if outputs[0].dtype.kind not in "biuf" or outputs[1].dtype.kind not in "biuf":
+                    continue
+                first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
+                if first.shape != second.shape or not np.array_equal(first, second, equal_nan=True):
+                    return True
+        return False
 
     @property
     def job(self) -> dict:

@@ -15,7 +15,12 @@ def check(id: str, title: str, topic: str, points: float = 1):
 
 
 class CheckFailed(AssertionError):
-    """The student's layer does not have the checked property."""
+    """The student's layer does not have the checked property; ``cause``, when the evidence shows
+    that the failure of another check explains this one, names that check."""
+
+    def __init__(self, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause
 
 
 class Unavailable(Exception):
@@ -27,6 +32,23 @@ class Unavailable(Exception):
         self.message = message
 
 
-def fail(observed: str, expected: str, why: str) -> None:
-    """Fail the current check with a message that teaches."""
-    raise CheckFailed(f"Observed: {observed}\nExpected: {expected}\nWhy it matters: {why}")
+def fail(observed: str, expected: str, why: str, cause: str | None = None) -> None:
+    """Fail the current check with a message that teaches. ``cause``: the check whose failure, as the
+    evidence shows, explains this one (its report then tells this failure under that one)."""
+    raise CheckFailed(f"Observed: {observed}\nExpected: {expected}\nWhy it matters: {why}", cause)
+
+
+RANDOM_AT_INFERENCE = "forward.inference"  # the check whose failure explains an output that differs call to call
+_judged = []  # the evidence the running checks judge (set by the plugin for each session)
+
+
+def judging(evidence) -> None:
+    """Say which evidence the checks now running judge (``output_cause`` reads it)."""
+    _judged[:] = [evidence]
+
+
+def output_cause() -> str | None:
+    """The failure that explains a check's failure to find the outputs it compares as they should be:
+    the layer itself random at inference, as the child's two calls on one input showed."""
+    evidence = _judged[0] if _judged else None
+    return RANDOM_AT_INFERENCE if evidence is not None and getattr(evidence, "random_at_inference", False) else None

@@ -141,6 +141,38 @@ def _shape_of(role: str, value, expected: tuple) -> None:
         raise budget.ReplayFailed(f"its {role} has the shape {shape}, not the {described} of its role in it")
 
 
+class View(str):
+    """A variable's key, with the shape its values have in the role it plays: a Conv1D kernel of
+    shape (1, in, out) used position by position is the (in, out) kernel of a Dense; a Dense
+    projection of width heads * key_dim is an attention kernel of shape (in, heads, key_dim).
+    It is the key wherever a key is used (``values[view]`` is the variable's own value);
+    ``viewed`` gives the value in the role's shape."""
+
+    shape: tuple
+
+    def __new__(cls, key: str, shape):
+        view = super().__new__(cls, key)
+        view.shape = tuple(int(d) for d in shape)
+        return view
+
+
+def viewed(key, values: dict):
+    """The value of ``key`` in ``values``, reshaped to its role's shape if ``key`` is a ``View``."""
+    value = values[key]
+    if isinstance(key, View):
+        if math.prod(key.shape) != np.size(value):
+            raise budget.ReplayFailed(f"a weight of shape {np.shape(value)} cannot play a role of shape {key.shape}")
+        return anp.reshape(value, key.shape)
+    return value
+
+
+def role_shape(key, values: dict) -> tuple | None:
+    """The shape of ``key``'s value in its role (its own shape unless it is a ``View``)."""
+    if isinstance(key, View):
+        return key.shape
+    return tuple(np.shape(values[key])) if key in values else None
+
+
 def add(x, y):
     """A sum of two tensors of one shape (a residual), its output charged first: a sum that would
     broadcast either to a larger shape is no residual, and is refused."""
@@ -170,6 +202,14 @@ def dense(x, kernel, bias=None, activation_name="linear"):
     if bias is not None:
         y = y + bias
     return activation(y, activation_name)
+
+
+def pointwise_conv(x, kernel, bias=None, activation_name="linear"):
+    """A Conv1D of kernel size 1 (stride 1): at each position, a Dense with the kernel's only tap."""
+    if np.ndim(x) != 3:
+        raise budget.ReplayFailed(f"a Conv1D called on a tensor of shape {np.shape(x)}, not (batch, steps, channels)")
+    _shape_of("kernel", kernel, (1, np.shape(x)[-1], None))
+    return dense(x, kernel[0], bias, activation_name)
 
 
 def einsum_dense(x, kernel, bias, equation: str, bias_axes: str | None, activation_name="linear"):

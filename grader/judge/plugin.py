@@ -43,6 +43,8 @@ class CheckCollector:
             status, message = classify(call.excinfo)
             meta = marker.kwargs
             points = float(meta["points"])
+            explained = call.excinfo.value.cause if status == "failed" and isinstance(
+                getattr(call.excinfo, "value", None), CheckFailed) else None
             self.results.append(
                 CheckResult(
                     id=meta["id"],
@@ -52,7 +54,7 @@ class CheckCollector:
                     points=points if status == "passed" else 0.0,
                     max_points=points,
                     message=message,
-                    cause=cause_of(status, message, meta["id"]),
+                    cause=explained if explained and explained != meta["id"] else cause_of(status, message, meta["id"]),
                 )
             )
 
@@ -88,6 +90,9 @@ class CheckCollector:
             self.watchdog.leave_check()
 
     def pytest_sessionstart(self, session):
+        from .framework import judging
+
+        judging(self._evidence)
         if self.watchdog is not None:
             self.watchdog.session = session
 

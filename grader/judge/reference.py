@@ -15,10 +15,11 @@ from . import ops
 
 
 def resolve(roles: dict, values: dict) -> dict:
-    """Roles ({part: {name: key or setting}}) with every variable key replaced by its value."""
+    """Roles ({part: {name: key or setting}}) with every variable key replaced by its value (in the
+    shape of its role, for a key that is an ``ops.View``)."""
     parts = {}
     for part, entries in roles.items():
-        parts[part] = {name: (values[key] if isinstance(key, str) and name not in NOT_KEYS else key)
+        parts[part] = {name: (ops.viewed(key, values) if isinstance(key, str) and name not in NOT_KEYS else key)
                        for name, key in entries.items()}
     return parts
 

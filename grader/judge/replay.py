@@ -32,11 +32,12 @@ from ..protocol import records
 from . import budget, ops, tape
 
 # kinds the child reports (grader/probe/tracing.py), and what the replay does with them
-LEAF_KINDS = ("attention", "dense", "einsum_dense", "norm", "embedding", "identity", "activation", "relu", "add",
-              "average_pool", "max_pool", "flatten")
+LEAF_KINDS = ("attention", "dense", "conv", "einsum_dense", "norm", "embedding", "identity", "activation", "relu",
+              "add", "average_pool", "max_pool", "flatten")
 OTHER_KINDS = ("container", "opaque")
 MAX_EVENTS = 5000
 MAX_EPSILON = 0.1
+MAX_GLUE_DEPTH = 8  # layers of the student's own, one inside another, through which a tensor is followed
 MATCH_OVERHEAD = 5_000  # what trying one candidate costs in Python, in element operations, at the least
 
 
@@ -82,6 +83,9 @@ class Program:
     masks: dict[str, np.ndarray]
     derived: list[Expr] = field(default_factory=list)  # sums matched earlier, reusable as terms
     used_variables: set[str] = field(default_factory=set)
+    # steps found by what a group of steps computes (``attention``), each with the indices of the steps
+    # it stands for: what the checks read, while the program computes with its own steps
+    views: list = field(default_factory=list)
 
     def run(self, values: dict, inputs: dict, keep: bool = False):
         """The output (and, with ``keep``, every step's output) for these weight values and inputs.
@@ -94,7 +98,18 @@ class Program:
         return (result, outputs) if keep else result
 
     def of_kind(self, *kinds: str) -> list[Step]:
-        return [s for s in self.steps if s.kind in kinds]
+        """The steps of these kinds in the order the call ran them, a group of steps found to compute
+        one thing (``views``) counted as that one step, where its first step ran."""
+        stands_for = {index: view for view, indices in self.views for index in indices}
+        chosen, placed = [], set()
+        for step in self.steps:
+            view = stands_for.get(step.index)
+            if view is None:
+                chosen.append(step)
+            elif id(view) not in placed:
+                placed.add(id(view))
+                chosen.append(view)
+        return [s for s in chosen if s.kind in kinds]
 
     def depends_on(self, step: Step, name: str) -> bool:
         """Whether the step's inputs trace back to the call's input ``name``."""
@@ -174,8 +189,12 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         if not isinstance(recorded, dict) or not recorded:
             raise ReplayFailed(f"{label} has no recorded inputs")
         step_inputs: dict = {}
+        known: dict = {}  # the values of the inputs of a custom layer's operations, as the parent has them
         if kind == "ops":
-            step_inputs.update(_known_masks(event, masks, label))
+            received = event.get("masks") if isinstance(event.get("masks"), dict) else {}
+            for name in received:
+                step_inputs[str(name)], known[str(name)] = _argument(events, event, str(name), label, steps, terms,
+                                                                     masks, names, step_of_event, 0)
         for name, tensor in recorded.items():
             if not isinstance(tensor, np.ndarray):
                 raise ReplayFailed(f"{label}'s argument {name} is not a tensor")
@@ -190,7 +209,7 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
                         else None
                     if made is None:
                         raise
-                    glue = _glue_step(events, event, name, made, len(steps), terms, masks, names, step_of_event)
+                    glue = _glue_step(events, event, name, made, steps, terms, masks, names, step_of_event)
                     steps.append(glue)
                     terms[("step", glue.index)] = glue.event["output"].astype(np.float64)
                     names[("step", glue.index)] = _label(glue.event)
@@ -209,8 +228,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         if not isinstance(recorded_output, np.ndarray) or recorded_output.dtype.kind != "f":
             raise ReplayFailed(f"{label} did not return a floating-point tensor")
         if kind == "ops":
-            tape.verify(event, {name: (expr[1] if isinstance(expr, tuple) else recorded[name].astype(np.float64))
-                                for name, expr in step_inputs.items()}, label, close)
+            tape.verify(event, {name: known[name] if name in known else (
+                expr[1] if isinstance(expr, tuple) else recorded[name].astype(np.float64))
+                for name, expr in step_inputs.items()}, label, close)
         try:
             local = _apply(step, {k: np.asarray(v, dtype=np.float64) for k, v in values.items()},
                            lambda name, _expr: recorded[name].astype(np.float64))
@@ -221,6 +241,9 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         if not close(local, recorded_output):
             raise ReplayFailed(f"{label}'s output is not what a {event['class']} computes from its inputs and "
                                f"weights ({_difference(local, recorded_output)})")
+        if kind == "conv":  # verified as a Dense at each position: its kernel plays a Dense kernel's role
+            kernel = params["kernel"]
+            params["kernel"] = ops.View(kernel, np.shape(values[kernel])[1:])
         steps.append(step)
         step_of_event[event["index"]] = step.index
         terms[("step", step.index)] = recorded_output.astype(np.float64)
@@ -236,11 +259,15 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
     return program
 
 
-def _glue_step(events: list[dict], event: dict, name: str, made, index: int, terms: dict, masks: dict,
-               names: dict, step_of_event: dict) -> Step:
+def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, terms: dict, masks: dict,
+               names: dict, step_of_event: dict, depth: int = 0, floating: bool = True) -> Step:
     """The operations of the layer enclosing ``event`` that made its input ``name`` (``made``: the
-    child's reference to the op), as a step of kind "ops": the ops it needs, renumbered, with their
-    arguments traced to the enclosing layer's inputs and masks and to the outputs of earlier steps."""
+    child's reference to the op), as a step of kind "ops" numbered after ``steps``: the ops it needs,
+    renumbered, with their arguments traced to the enclosing layer's inputs and masks and to the
+    outputs of earlier steps. An argument of the enclosing layer that its own enclosing layer's
+    operations made (a mask built by the encoder, handed to an attention layer of its own) becomes a
+    step of its own first, appended to ``steps``. ``floating``: the result must be a float tensor
+    (the input of a Keras layer), not a mask."""
     parent = event.get("parent")
     container = events[parent] if isinstance(parent, int) and 0 <= parent < len(events) else None
     label = f"the operations of {_label(container)}" if container is not None else "an operation"
@@ -248,6 +275,9 @@ def _glue_step(events: list[dict], event: dict, name: str, made, index: int, ter
     if container is None or not isinstance(container.get("ops"), list) or made_op is None or \
             not 0 <= made_op < len(container["ops"]):
         raise ReplayFailed(f"the input {name!r} of {_label(event)} cannot be traced back to the operations that made it")
+    if depth > MAX_GLUE_DEPTH:
+        raise ReplayFailed(f"the input {name!r} of {_label(event)} was made through more layers than the grader "
+                           "follows")
     if len(container["ops"]) > tape.MAX_OPS or container.get("ops_truncated"):
         raise ReplayFailed(f"{label} are more than the grader follows ({tape.MAX_OPS})")
     needed, pending = set(), [made_op]
@@ -275,38 +305,83 @@ def _glue_step(events: list[dict], event: dict, name: str, made, index: int, ter
         sources |= _source_names(record)
     inputs: dict = {}
     recorded: dict = {}
-    received = container.get("inputs") if isinstance(container.get("inputs"), dict) else {}
-    mask_arguments = _known_masks(container, masks, _label(container)) if any(
-        source in (container.get("masks") or {}) for source in sources) else {}
     for source in sorted(sources):
         if source.startswith("event "):
-            step = step_of_event.get(int(source.split()[1])) if source.split()[1].isdigit() else None
-            if step is None:
-                raise ReplayFailed(f"{label} use the output of a layer the grader did not recompute before them")
-            inputs[source] = Expr((("step", step),))
-            recorded[source] = terms[("step", step)]
-        elif source in mask_arguments:
-            inputs[source] = mask_arguments[source]
-            recorded[source] = mask_arguments[source][1]
-        elif isinstance(received.get(source), np.ndarray):
-            value = received[source]
-            if value.dtype.kind != "f":
-                raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the grader cannot trace")
-            inputs[source] = _match(value.astype(np.float64), terms, masks, names,
-                                    f"the argument {source[:40]!r} of {_label(container)}")
-            recorded[source] = value.astype(np.float64)
+            inputs[source], recorded[source] = _layer_output(events, source, label, terms, masks, names, step_of_event)
         else:
-            raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the layer did not receive")
+            inputs[source], recorded[source] = _argument(events, container, source, label, steps, terms, masks,
+                                                         names, step_of_event, depth)
     output = chosen[-1].get("output")
     if part is not None:
         parts = chosen[-1].get("outputs")
         output = parts[part] if isinstance(parts, list) and part < len(parts) else None
-    if not isinstance(output, np.ndarray) or output.dtype.kind != "f":
-        raise ReplayFailed(f"{label} did not make a floating-point tensor")
+    if not isinstance(output, np.ndarray) or output.dtype.kind not in ("f" if floating else "fiub"):
+        raise ReplayFailed(f"{label} did not make a floating-point tensor" if floating else
+                           f"{label} did not make a tensor")
     glue = {"index": container["index"], "class": container.get("class"), "kind": "ops", "ops": chosen,
             "result": result, "output": output}
     tape.verify(glue, recorded, label, close)
-    return Step(index, glue, "ops", {}, {"tape": glue}, inputs)
+    return Step(len(steps), glue, "ops", {}, {"tape": glue}, inputs)
+
+
+def _layer_output(events: list[dict], source: str, label: str, terms: dict, masks: dict, names: dict,
+                  step_of_event: dict) -> tuple:
+    """(how it arises, its value) for the output of the layer call ``source`` ("event N") that a
+    layer's operations use: a step the grader recomputed, or for a layer that holds others (an
+    attention layer of the student's own), its output traced to the steps it ran."""
+    number = source.split()[1] if len(source.split()) == 2 else ""
+    index = int(number) if number.isdigit() else None
+    if index is not None and index in step_of_event:
+        step = step_of_event[index]
+        return Expr((("step", step),)), terms[("step", step)]
+    event = events[index] if index is not None and index < len(events) else None
+    output = event.get("output") if event is not None else None
+    if event is None or event.get("kind") != "container" or not isinstance(output, np.ndarray) or \
+            output.dtype.kind != "f":
+        raise ReplayFailed(f"{label} use the output of a layer the grader did not recompute before them")
+    value = output.astype(np.float64)
+    return _match(value, terms, masks, names, f"the output of {_label(event)}"), value
+
+
+def _argument(events: list[dict], owner: dict, source: str, label: str, steps: list, terms: dict, masks: dict,
+              names: dict, step_of_event: dict, depth: int) -> tuple:
+    """(how it arises, its value) for the argument ``source`` of the layer call ``owner``, which the
+    operations of ``owner`` use: one of the parent's own padding masks (in any shape that holds the
+    same values, as booleans, integers or floats), a tensor traced to the call's inputs and earlier
+    steps, or what the operations of the layer enclosing ``owner`` made (a step of its own)."""
+    claimed = (owner.get("masks") or {}).get(source) if isinstance(owner.get("masks"), dict) else None
+    if claimed is None and isinstance(owner.get("inputs"), dict):
+        claimed = owner["inputs"].get(source)
+    if not isinstance(claimed, np.ndarray):
+        raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the layer did not receive")
+    if claimed.dtype.kind == "f":
+        try:
+            return _match(claimed.astype(np.float64), terms, masks, names,
+                          f"the argument {source[:40]!r} of {_label(owner)}"), claimed.astype(np.float64)
+        except ReplayFailed:
+            pass
+    mask = _same_mask(claimed, masks)
+    if mask is not None:
+        return ("mask", mask), mask
+    made = owner.get("input_ops").get(source) if isinstance(owner.get("input_ops"), dict) else None
+    if made is None and source in (owner.get("masks") or {}):
+        raise ReplayFailed(f"the mask {_label(owner)} received is not the padding mask the grader chose")
+    if made is None:
+        raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the grader cannot trace to the call's "
+                           "inputs, its padding masks or the operations that made it")
+    glue = _glue_step(events, owner, source, made, steps, terms, masks, names, step_of_event, depth + 1,
+                      floating=False)
+    steps.append(glue)
+    value = glue.event["output"]
+    if value.dtype.kind == "f":
+        terms[("step", glue.index)] = value.astype(np.float64)
+        names[("step", glue.index)] = _label(glue.event)
+    if not tape.agrees(value, claimed, close):
+        raise ReplayFailed(f"the argument {source[:40]!r} of {_label(owner)} is not what the operations that made "
+                           "it gave")
+    return Expr((("step", glue.index),)), (value.astype(np.float64) if value.dtype.kind == "f" else value)
+
+
 
 
 def _without_events(record):
@@ -452,6 +527,7 @@ def _params(event: dict, values: dict, label: str) -> dict:
 REQUIRED = {
     "attention": ("query_kernel", "key_kernel", "value_kernel", "output_kernel"),
     "dense": ("kernel",),
+    "conv": ("kernel",),
     "einsum_dense": ("kernel",),
     "embedding": ("embeddings",),
 }
@@ -465,7 +541,9 @@ def _constants(event: dict, label: str) -> dict:
     for role in REQUIRED.get(kind, ()):
         if (event.get("params") or {}).get(role) is None:
             raise ReplayFailed(f"{label} has no {role}")
-    if kind in ("dense", "einsum_dense", "activation"):
+    if kind == "conv":
+        _pointwise(constants, label)
+    if kind in ("dense", "conv", "einsum_dense", "activation"):
         if constants.get("activation", "linear") not in ops.ACTIVATIONS:
             raise ReplayFailed(f"{label} uses an activation the grader cannot replay")
     if kind == "einsum_dense":
@@ -496,30 +574,50 @@ def _constants(event: dict, label: str) -> dict:
     return constants
 
 
+def _pointwise(constants: dict, label: str) -> None:
+    """ReplayFailed unless the convolution looks at one position at a time: kernel size 1, stride 1,
+    one group, channels last. Its padding and dilation then change nothing."""
+    def one(name):
+        value = constants.get(name)
+        return isinstance(value, list) and len(value) == 1 and value[0] == 1
+
+    if not one("kernel_size"):
+        raise ReplayFailed(f"{label} has a kernel wider than one position, which mixes neighbouring positions: the "
+                           "grader replays a convolution only of kernel size 1 (a Dense applied at each position)")
+    if not one("strides") or constants.get("groups") != 1 or constants.get("data_format") != "channels_last":
+        raise ReplayFailed(f"{label} uses strides, groups or channels first, which the grader does not replay")
+
+
 def _integral(tensor: np.ndarray) -> bool:
     return tensor.dtype.kind == "f" and bool(np.all(np.isfinite(tensor))) and bool(np.all(tensor == np.trunc(tensor)))
-
-
-def _known_masks(event: dict, masks: dict, label: str) -> dict:
-    """The masks a custom layer received, each one the grader chose itself: ("mask", its array)."""
-    received = event.get("masks") or {}
-    if not isinstance(received, dict):
-        raise ReplayFailed(f"{label}'s masks are malformed")
-    found = {}
-    for name, value in received.items():
-        if not isinstance(value, np.ndarray):
-            raise ReplayFailed(f"{label}'s mask {str(name)[:40]!r} is malformed")
-        found[str(name)] = ("mask", _parent_mask(value, masks, label))
-    return found
 
 
 def _parent_mask(claimed: np.ndarray, masks: dict, label: str) -> np.ndarray:
     """The padding mask the grader chose that ``claimed`` (a mask the child says a layer received)
     is; ReplayFailed if it is none of them."""
+    known = _same_mask(claimed, masks) if isinstance(claimed, np.ndarray) else None
+    if known is None:
+        raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
+    return known
+
+
+def _same_mask(claimed: np.ndarray, masks: dict) -> np.ndarray | None:
+    """The parent's own padding mask that ``claimed`` holds — the same values, in a shape with axes
+    of 1 added ((batch, 1, seq) for (batch, seq)), as booleans or as the numbers 0 and 1 — in
+    claimed's shape and kind; None if it holds none of them."""
+    kinds = {"b": bool, "i": np.int64, "u": np.int64, "f": np.float64}
+    if claimed.dtype.kind not in kinds or claimed.size == 0:
+        return None
+    squeezed = tuple(d for d in claimed.shape if d != 1)
     for known in masks.values():
-        if known.shape == claimed.shape and np.array_equal(known, claimed.astype(bool)):
-            return known
-    raise ReplayFailed(f"the mask {label} received is not the padding mask the grader chose")
+        if known.size != claimed.size or tuple(d for d in known.shape if d != 1) != squeezed:
+            continue
+        held = claimed.reshape(known.shape)
+        if np.array_equal(held, known if claimed.dtype.kind == "b" else known.astype(held.dtype)):
+            if claimed.shape == known.shape and claimed.dtype.kind == known.dtype.kind:
+                return known  # the parent's own array, not a copy of it
+            return known.reshape(claimed.shape).astype(kinds[claimed.dtype.kind])
+    return None
 
 
 def _ids(tensor: np.ndarray, params: dict, values: dict, label: str) -> np.ndarray:
@@ -648,6 +746,8 @@ def _apply(step: Step, values: dict, argument):
     names = list(step.inputs)
     if kind == "dense":
         return ops.dense(arg(names[0]), weight("kernel"), weight("bias"), c.get("activation", "linear"))
+    if kind == "conv":
+        return ops.pointwise_conv(arg(names[0]), weight("kernel"), weight("bias"), c.get("activation", "linear"))
     if kind == "einsum_dense":
         return ops.einsum_dense(arg(names[0]), weight("kernel"), weight("bias"), c["equation"], c.get("bias_axes"),
                                 c.get("activation", "linear"))

@@ -33,6 +33,9 @@ IDENTITY = tuple(c for c in (
     getattr(_L, name, None) for name in ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
                                          "GaussianDropout", "GaussianNoise", "AlphaDropout", "Identity",
                                          "ActivityRegularization")) if c is not None)
+_BASE_COMPUTE_ATTENTION = inspect.signature(_L.MultiHeadAttention._compute_attention)
+_BASE_COMPUTE_ATTENTION = _BASE_COMPUTE_ATTENTION.replace(
+    parameters=list(_BASE_COMPUTE_ATTENTION.parameters.values())[1:])  # without self
 MASK_ARGUMENTS = ("mask", "attention_mask", "query_mask", "value_mask", "key_mask")
 
 
@@ -76,15 +79,36 @@ class Registry:
         return None if variable is None else self.variable(variable)
 
 
+# kinds computed position by position along the last axis: a TimeDistributed of one computes what the
+# layer itself computes on the whole sequence
+POSITION_WISE = ("dense", "conv", "norm", "identity", "activation", "relu")
+
+
+def computing_layer(layer):
+    """The layer whose computation a call of ``layer`` is: the layer a TimeDistributed wraps (it
+    calls the wrapped layer's call() once per position, never through __call__), else itself."""
+    wrapped = getattr(layer, "layer", None)
+    if isinstance(layer, _L.TimeDistributed) and isinstance(wrapped, _Layer) and \
+            _own_kind(wrapped) in POSITION_WISE:
+        return wrapped
+    return layer
+
+
 def kind_of(layer) -> str:
     """What the grader can replay of this layer: a kind of leaf, a container of other layers,
     or opaque (decided after the call when a container ran no layer at all)."""
+    return _own_kind(computing_layer(layer))
+
+
+def _own_kind(layer) -> str:
     if isinstance(layer, _L.MultiHeadAttention):
         return "attention"
     if isinstance(layer, _L.EinsumDense):
         return "einsum_dense"
     if isinstance(layer, _L.Dense):
         return "dense"
+    if isinstance(layer, _L.Conv1D):
+        return "conv"
     if isinstance(layer, _L.LayerNormalization):
         return "norm"
     if isinstance(layer, _L.Embedding):
@@ -121,6 +145,9 @@ def _activation_name(function) -> str:
 def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tuple[dict, dict]:
     """(params, constants) of one layer call: the variables it uses by role, and its settings."""
     p, c = {}, {}
+    if computing_layer(layer) is not layer:
+        c["wrapped_by"] = keras_class(layer)
+        layer = computing_layer(layer)
     if kind == "attention":
         for role in ("query", "key", "value", "output"):
             dense = getattr(layer, f"_{role}_dense", None)
@@ -144,6 +171,15 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
         p["bias"] = registry.param(getattr(layer, "bias", None))
         c["activation"] = _activation_name(layer.activation)
         c["units"] = int(getattr(layer, "units", 0) or 0)
+    elif kind == "conv":
+        p["kernel"] = registry.param(getattr(layer, "kernel", None))
+        p["bias"] = registry.param(getattr(layer, "bias", None))
+        c["activation"] = _activation_name(layer.activation)
+        for name in ("kernel_size", "strides", "dilation_rate"):
+            c[name] = [int(v) for v in getattr(layer, name, ()) or ()]
+        c["padding"] = str(getattr(layer, "padding", ""))
+        c["data_format"] = str(getattr(layer, "data_format", ""))
+        c["groups"] = int(getattr(layer, "groups", 1) or 1)
     elif kind == "einsum_dense":
         p["kernel"] = registry.param(getattr(layer, "kernel", None))
         p["bias"] = registry.param(getattr(layer, "bias", None))
@@ -157,6 +193,8 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
         axis = layer.axis if isinstance(layer.axis, (list, tuple)) else [layer.axis]
         rank = len(arguments["inputs"].shape) if "inputs" in arguments and hasattr(arguments["inputs"], "shape") \
             else None
+        if rank is not None and "wrapped_by" in c:
+            rank -= 1  # the wrapped norm sees one position at a time
         c["last_axis"] = len(axis) == 1 and (axis[0] == -1 or (rank is not None and axis[0] == rank - 1))
         c["rms_scaling"] = bool(getattr(layer, "rms_scaling", False))
     elif kind == "embedding":
@@ -193,6 +231,10 @@ class CallTracer:
             if (not tracer._stack and layer is not tracer.root) or is_symbolic((args, kwargs)):
                 # symbolic calls (Keras building a layer by tracing it) are not the computation
                 return tracer._original_call(layer, *args, **kwargs)
+            if not tracer._stack:
+                # the layer's own call() then sees the very tensors its tape starts from: Keras would
+                # turn a NumPy argument into a new tensor the tape has never seen
+                args, kwargs = _as_tensors(args), _as_tensors(kwargs)
             return tracer._record(layer, args, kwargs)
 
         _Layer.__call__ = traced_call
@@ -230,10 +272,11 @@ class CallTracer:
         enclosing = self._current_tape()
         if not inside:
             event["inputs"] = _tensor_arguments(arguments, kind)
-            if enclosing is not None and kind not in ("container", "opaque"):
-                # which of its inputs the enclosing layer's own operations made (glue between sublayers)
+            if enclosing is not None:
+                # which of its arguments the enclosing layer's own operations made (glue between sublayers):
+                # a Keras layer's inputs, and every tensor a layer of the student's own receives, masks too
                 made = {name: enclosing.producer(value) for name, value in _tensor_objects(arguments).items()
-                        if name in event["inputs"]}
+                        if name in event["inputs"] or kind in ("container", "opaque")}
                 if any(made.values()):
                     event["input_ops"] = {name: ref for name, ref in made.items() if ref is not None}
             params, constants = describe_call(layer, self.registry, kind, arguments)
@@ -294,10 +337,15 @@ class CallTracer:
         original = type(layer)._compute_attention.__get__(layer)
 
         def compute_attention(*args, **kwargs):
-            try:
-                bound = inspect.signature(original).bind(*args, **kwargs).arguments
-            except TypeError:
-                bound = {}
+            bound = {}
+            # Keras calls _compute_attention as MultiHeadAttention declares it, whatever a subclass's
+            # override is named (an override of (*args, **kwargs) names nothing)
+            for signature in (_BASE_COMPUTE_ATTENTION, inspect.signature(original)):
+                try:
+                    bound = signature.bind(*args, **kwargs).arguments
+                    break
+                except (TypeError, ValueError):
+                    continue
             event["constants"]["mask"] = array(bound.get("attention_mask"))
             event["constants"]["causal"] = bool(bound.get("use_causal_mask", False)) and \
                 bound.get("attention_mask") is None
@@ -306,6 +354,19 @@ class CallTracer:
 
         layer.__dict__["_compute_attention"] = compute_attention
         self._hooked.append(layer)
+
+
+def _as_tensors(value):
+    """``value`` with every NumPy array in it (in lists, tuples and dicts) as a backend tensor."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return keras.ops.convert_to_tensor(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_tensors(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_tensors(v) for k, v in value.items()}
+    return value
 
 
 def _bind(layer, args, kwargs) -> dict:

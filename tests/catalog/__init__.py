@@ -21,6 +21,8 @@ class Mistake:
     failing: tuple[str, ...]  # check ids that must fail; the first must mention `says`
     says: str
     only: bool = False  # every other check passes: the mistake is graded as what it is, and nothing more
+    causes: int | None = None  # how many causes the report tells (grader.causes.root_causes), when it matters
+    first: str | None = None  # the check the report starts with, when it is not the first of ``failing``
 
 
 @dataclass(frozen=True)

@@ -173,3 +173,19 @@ VARIANTS = [
               "        x = self.feed_forward_2(x)\n        x = self.dropout(x, training=training)\n")),
     ),
 ]
+
+# The book's causal self-attention, use_causal_mask=True, on a MultiHeadAttention subclass whose
+# _compute_attention is an override of (*args, **kwargs): Keras builds the causal mask itself and
+# hands it to the override by MultiHeadAttention's own argument names.
+VARIANTS.append(Variant(
+    "attention_subclass_with_use_causal_mask",
+    edit(("self.self_attention = layers.MultiHeadAttention(", "self.self_attention = ForwardingAttention("),
+         ("\n\nclass TransformerDecoder(", """
+
+class ForwardingAttention(layers.MultiHeadAttention):
+    def _compute_attention(self, *args, **kwargs):
+        return super()._compute_attention(*args, **kwargs)
+
+
+class TransformerDecoder("""))),
+)

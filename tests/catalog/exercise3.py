@@ -587,3 +587,158 @@ MISTAKES += [
         only=True,
     ),
 ]
+
+# --------------------------------------------------------------------------- the feed-forward, written other ways
+# Each computes Dense(embed_dim)(relu(Dense(dense_dim)(h))) at every position and must pass at full marks.
+
+FFN = '''        self.dense_proj = keras.Sequential(
+            [
+                layers.Dense(dense_dim, activation="relu"),
+                layers.Dense(embed_dim),
+            ]
+        )'''
+
+
+def _ffn(replacement: str, prefix: str = "") -> str:
+    return edit((FFN, replacement), prefix=prefix)
+
+
+VARIANTS += [
+    # the paper's "two convolutions with kernel size 1", as a feed-forward layer of its own (the style of
+    # Siddhesh290307/Transformer_Implementation, model/fnn.py: FNNLayer of two Conv1D(kernel_size=1))
+    Variant("conv1d_kernel_one_feed_forward_layer", _ffn(
+        "        self.dense_proj = PositionWiseFeedForward(embed_dim, dense_dim)",
+        prefix='''from keras import layers as _layers
+
+
+class PositionWiseFeedForward(_layers.Layer):
+    def __init__(self, d_model, dff, **kwargs):
+        super().__init__(**kwargs)
+        self.conv_1 = _layers.Conv1D(filters=dff, kernel_size=1, activation="relu")
+        self.conv_2 = _layers.Conv1D(filters=d_model, kernel_size=1)
+
+    def call(self, x):
+        return self.conv_2(self.conv_1(x))
+
+
+''')),
+    # at kernel size 1, padding and dilation change nothing
+    Variant("conv1d_kernel_one_same_padding_and_dilation", _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Conv1D(dense_dim, 1, padding="same", dilation_rate=2, activation="relu"),
+                layers.Conv1D(embed_dim, kernel_size=1, padding="causal"),
+            ]
+        )''')),
+    Variant("time_distributed_dense_feed_forward", _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.TimeDistributed(layers.Dense(dense_dim, activation="relu")),
+                layers.TimeDistributed(layers.Dense(embed_dim)),
+            ]
+        )''')),
+]
+
+MISTAKES.append(Mistake(
+    # a convolution three positions wide is no position-wise feed-forward: each output reads its
+    # neighbours, padded positions included
+    "conv1d_kernel_three_feed_forward",
+    _ffn('''        self.dense_proj = keras.Sequential(
+            [
+                layers.Conv1D(dense_dim, 3, padding="same", activation="relu"),
+                layers.Conv1D(embed_dim, kernel_size=1),
+            ]
+        )'''),
+    ("forward.post_norm", "mask.padding_invariance"),
+    "kernel wider than one position",
+))
+
+VARIANTS += [
+    # a feed-forward layer of the student's own, computed with keras.ops on weights it creates itself
+    Variant("keras_ops_matmul_feed_forward_layer", _ffn(
+        "        self.dense_proj = MatmulFeedForward(embed_dim, dense_dim)",
+        prefix='''from keras import layers as _layers
+from keras import ops as _ops
+
+
+class MatmulFeedForward(_layers.Layer):
+    def __init__(self, width, hidden, **kwargs):
+        super().__init__(**kwargs)
+        self.width, self.hidden = width, hidden
+
+    def build(self, input_shape):
+        self.w1 = self.add_weight(shape=(self.width, self.hidden), initializer="glorot_uniform")
+        self.b1 = self.add_weight(shape=(self.hidden,), initializer="zeros")
+        self.w2 = self.add_weight(shape=(self.hidden, self.width), initializer="glorot_uniform")
+        self.b2 = self.add_weight(shape=(self.width,), initializer="zeros")
+
+    def call(self, x):
+        return _ops.matmul(_ops.relu(_ops.matmul(x, self.w1) + self.b1), self.w2) + self.b2
+
+
+''')),
+]
+
+# --------------------------------------------------------------------------- attention written by hand
+# The exercise describes MultiHeadAttention(num_heads, key_dim=embed_dim); an attention of the student's
+# own that computes it (heads of embed_dim each, Dense projections of num_heads * embed_dim) is correct.
+HAND_WRITTEN_ATTENTION = '''from keras import layers as _layers
+from keras import ops as _ops
+
+
+class HeadsAttention(_layers.Layer):
+    def __init__(self, width, heads, head_width, **kwargs):
+        super().__init__(**kwargs)
+        self.heads, self.head_width = heads, head_width
+        self.query = _layers.Dense(heads * head_width)
+        self.key = _layers.Dense(heads * head_width)
+        self.value = _layers.Dense(heads * head_width)
+        self.out = _layers.Dense(width)
+
+    def _split(self, x):
+        batch, length = _ops.shape(x)[0], _ops.shape(x)[1]
+        return _ops.transpose(_ops.reshape(x, (batch, length, self.heads, self.head_width)), (0, 2, 1, 3))
+
+    def call(self, x, mask=None):
+        q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
+        scores = _ops.einsum("bhtd,bhsd->bhts", q, k) / _ops.sqrt(float(self.head_width))
+        if mask is not None:
+            scores = scores - 1e9 * (1.0 - _ops.cast(mask[:, None, None, :], "float32"))
+        weights = _ops.softmax(scores, axis=-1)
+        joined = _ops.transpose(_ops.einsum("bhts,bhsd->bhtd", weights, v), (0, 2, 1, 3))
+        return self.out(_ops.reshape(joined, (_ops.shape(x)[0], _ops.shape(x)[1], self.heads * self.head_width)))
+
+
+'''
+ATTENTION_LINE = """        self.attention = layers.MultiHeadAttention(
+            num_heads=num_heads, key_dim=embed_dim
+        )"""
+HAND_WRITTEN_CALL = """        attention_output = self.attention(inputs, mask=mask)
+        proj_input = self.layernorm_1(inputs + attention_output)
+        proj_output = self.dense_proj(proj_input)
+        return self.layernorm_2(proj_input + proj_output)
+"""
+VARIANTS.append(Variant("attention_written_by_hand", edit(
+    (ATTENTION_LINE, "        self.attention = HeadsAttention(embed_dim, num_heads, embed_dim)"),
+    (CALL_BODY, HAND_WRITTEN_CALL), prefix=HAND_WRITTEN_ATTENTION)))
+MISTAKES.append(Mistake(
+    # the third edition's heads (hidden_dim // num_heads) in the second edition's exercise: the grader reads
+    # the heads of an attention written by hand from what it computes, and the weight list says so
+    "attention_written_by_hand_with_narrow_heads",
+    edit((ATTENTION_LINE, "        self.attention = HeadsAttention(embed_dim, num_heads, embed_dim // num_heads)"),
+         (CALL_BODY, HAND_WRITTEN_CALL), prefix=HAND_WRITTEN_ATTENTION),
+    ("weights.trainable_list",),
+    "key_dim=4",
+))
+
+
+# A Dropout forced on inside call: random at every call, so every comparison of outputs fails; the one
+# cause is the randomness, named first, with the Dropout that makes it.
+MISTAKES.append(Mistake(
+    "dropout_forced_on_in_call",
+    edit(("        self.supports_masking = True\n",
+          "        self.supports_masking = True\n        self.dropout = layers.Dropout(0.3)\n"),
+         ("        proj_output = self.dense_proj(proj_input)\n",
+          "        proj_output = self.dropout(self.dense_proj(proj_input), training=True)\n")),
+    ("forward.inference", "config.from_config", "config.keras_file", "mask.padding_invariance", "forward.post_norm"),
+    "layer Dropout (call",
+    causes=1,
+))

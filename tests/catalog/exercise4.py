@@ -63,6 +63,7 @@ MISTAKES = layer_api_mistakes(
         edit((CROSS, 'cross_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)')),
         ("mask.cross_attention_mask", "mask.encoder_padding_invariance"),
         "it was built from the target's padding mask",
+        causes=1,
     ),
     Mistake(
         "cross_mask_ignored",
@@ -75,6 +76,7 @@ MISTAKES = layer_api_mistakes(
         edit((CROSS_ATTEND, "crossed = self.attention_2(attended, attended)")),
         ("mask.cross_attention_mask", "forward.decoder"),
         "no MultiHeadAttention call with encoder_outputs as its value",
+        causes=1,
     ),
     Mistake(
         "cross_query_from_the_inputs",
@@ -287,3 +289,44 @@ MISTAKES += [
         only=True,
     ),
 ]
+
+# A MultiHeadAttention subclass whose _compute_attention is an override of (*args, **kwargs) (a
+# student's logging or experimenting subclass): Keras still calls it with its own argument names,
+# and use_causal_mask=True makes Keras build the causal mask and hand it on as attention_mask.
+FORWARDING_ATTENTION = """
+
+class ForwardingAttention(layers.MultiHeadAttention):
+    def _compute_attention(self, *args, **kwargs):
+        return super()._compute_attention(*args, **kwargs)
+
+"""
+VARIANTS.append(Variant(
+    "attention_subclass_with_use_causal_mask",
+    edit(
+        ("""        length = keras.ops.shape(inputs)[1]
+        """ + CAUSAL + """
+        self_mask = keras.ops.expand_dims(causal, axis=0)
+        if inputs_mask is not None:
+            padding = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
+            self_mask = keras.ops.logical_and(self_mask, padding)
+""", """        self_mask = None
+        if inputs_mask is not None:
+            self_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
+"""),
+        (SELF_ATTEND, "attended = self.attention_1(inputs, inputs, attention_mask=self_mask, use_causal_mask=True)"),
+        ("self.attention_1 = layers.MultiHeadAttention(", "self.attention_1 = ForwardingAttention("),
+        ("\n\nclass TransformerDecoder(", FORWARDING_ATTENTION + "\nclass TransformerDecoder("),
+    ),
+))
+
+
+# The causal mask transposed (upper-triangular): each position sees itself and the LATER ones. One
+# mistake, told once: the look-ahead, with the output's difference under it.
+MISTAKES.append(Mistake(
+    "causal_mask_transposed",
+    edit(("        causal = keras.ops.tril(keras.ops.ones((length, length), dtype=\"bool\"))",
+          "        causal = keras.ops.triu(keras.ops.ones((length, length), dtype=\"bool\"))")),
+    ("mask.self_attention_mask", "mask.causal", "forward.decoder"),
+    "later positions",
+    causes=1,
+))

@@ -18,7 +18,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
 )
 from ...judge.framework import check
 from ..exercise4 import checks as decoder
-from ..exercise4.checks import layer, plain, structure  # noqa: F401  (fixtures)
+from ..exercise4.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)
 from .job import DIMS, KEY_DIM
 
 CLASS = "TransformerDecoder"
@@ -38,7 +38,7 @@ def check_trainable_list(forward, structure, dims, values):
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",
-        shared + hints, why,
+        shared + hints, why, structure.role_shapes(),
     )
     structure.confirm()
 

@@ -19,7 +19,7 @@ from ...judge.common import (  # noqa: F401  (fixtures are used by name)
 )
 from ...judge.framework import check
 from ..exercise3 import checks as encoder
-from ..exercise3.checks import layer, plain, structure  # noqa: F401  (fixtures)
+from ..exercise3.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)
 from .job import DIMS, KEY_DIM
 
 CLASS = "TransformerEncoder"
@@ -38,7 +38,7 @@ def check_trainable_list(forward, structure, dims, values):
                "Dense(intermediate_dim) and Dense(hidden_dim), 2 for each norm")
     shared, why = shared_norm_reason(structure)
     hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"))
-    assert_trainable_shapes(forward, values, expected, summary, shared + hints, why)
+    assert_trainable_shapes(forward, values, expected, summary, shared + hints, why, structure.role_shapes())
     structure.confirm()
 
 

@@ -12,13 +12,13 @@ import pytest
 from ...judge import analysis, contract
 from ...judge.framework import check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    ONE_NORM_WHY, assert_deterministic_inference,
+    ONE_NORM_WHY, assert_inference,
     Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_mask_propagates,
     assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
-    key_biases, layer_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
-    trainable_keys, values, verified_layer,
+    key_biases, layer_structure, norm_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
+    trainable_keys, values, verified_layer, computed_layer, assert_mixes_positions, written_attention_slip,
 )
 from ...judge.reference import attention_block_variants, resolve
 from .job import DIMS
@@ -59,8 +59,20 @@ def layer(plain):
 
 
 @pytest.fixture
+def computed(plain, values):
+    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
+    return computed_layer(plain, SEE, values)
+
+
+@pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the check of its norm: it needs the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
@@ -72,10 +84,10 @@ def check_output_shape(forward, job):
 
 
 @check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
-def check_one_norm(structure, dims, forward, values):
-    assert_distinct_norms(structure, 1, "after the residual sum")
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
-    structure.confirm()
+def check_one_norm(norms, dims, forward, values):
+    assert_distinct_norms(norms, 1, "after the residual sum")
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values, why=ONE_NORM_WHY)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -83,31 +95,42 @@ def check_trainable_list(forward, structure, dims, values):
     e = dims["embed_dim"]
     expected = attention_shapes(e, dims["num_heads"]) + [(e,), (e,)]
     assert_trainable_shapes(forward, values, expected, "8 for MultiHeadAttention(num_heads, key_dim=embed_dim), "
-                            "2 for the norm", attention_hints(structure, dims, values))
+                            "2 for the norm", attention_hints(structure, dims, values),
+                            roles=structure.role_shapes())
     structure.confirm()
 
 
 @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, layer, forward, structure, job):
-    report = gradient_report(evidence, layer, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(structure), "10 trainable variables.")
+def check_all_gradients(evidence, computed, forward, job):
+    report = gradient_report(evidence, computed, forward, job["loss_weights"])
+    assert_all_gradients(report, key_biases(Structure(computed)), "10 trainable variables.")
 
 
 (check_config_base, check_config_own_keys, check_from_config,
  check_keras_file) = contract.config(CLASS, DIMS)
 
 
-def _masked(evidence, job, check_id, phase="mask", key="inputs"):
+def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention=True):
     """The masked call, verified or claimed (see the encoder's checks)."""
     batch, seq = padding(job).shape
     explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
     observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
     return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs")
+                         "your layer's masked call", "inputs", needs_attention=needs_attention,
+                         structure_see=SEE)
 
 
-def _attention_step(call):
+def _explain_masked(call) -> None:
+    if not call.verified and call.see == "mask.masks_keys":
+        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+    call.confirm()
+
+
+def _attention_step(call, explaining=False):
+    """The masked call's attention step (see the encoder's checks)."""
+    if call.unknown:
+        _explain_masked(call) if explaining else call.confirm()
     return call.attention[0] if call.attention else None
 
 
@@ -129,31 +152,32 @@ def check_masks_keys(evidence, job):
     real = padding(job)
     batch, seq = real.shape
     call = _masked(evidence, job, "mask.masks_keys")
-    assert_masks_keys(_attention_step(call), np.broadcast_to(real[:, None, :], (batch, seq, seq)), real,
-                      _arguments(evidence))
-    if not call.verified and call.see == "mask.masks_keys":
-        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
-    call.confirm()
+    assert_masks_keys(_attention_step(call, explaining=True), np.broadcast_to(real[:, None, :], (batch, seq, seq)),
+                      real, _arguments(evidence))
+    _explain_masked(call)
 
 
 @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
-def check_padding_invariance(evidence, job):
-    masked = _masked(evidence, job, "mask.padding_invariance")
-    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed")
+def check_padding_invariance(evidence, job, values):
+    masked = _masked(evidence, job, "mask.padding_invariance", needs_attention=False)
+    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed",
+                        needs_attention=False)
     assert_unchanged(
         masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
         "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
     )
     masked.confirm()
     perturbed.confirm()
+    assert_mixes_positions(masked.observed, values, "inputs", padding(job), SEE)
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
-def check_mask_propagates(evidence, job):
-    call = _masked(evidence, job, "mask.propagates")
+def check_mask_propagates(evidence, job, values):
+    call = _masked(evidence, job, "mask.propagates", needs_attention=False)
     if isinstance(call.output, np.ndarray):
         assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
     call.confirm()
+    assert_mixes_positions(call.observed, values, "inputs", padding(job), SEE)
 
 
 MISTAKES = {
@@ -203,9 +227,11 @@ def check_residual_norm(plain, job, values):
     }
     variants = attention_block_variants(x, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
-                             otherwise=self_attention_inputs(attention[0], plain.program, "block"), whys=WHYS)
+                             otherwise=lambda: (written_attention_slip(attention),
+                                                self_attention_inputs(attention[0], plain.program, "block")()),
+                             whys=WHYS)
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, layer, values):
-    assert_deterministic_inference(evidence, layer.run(values))
+def check_inference(evidence, values, request):
+    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)

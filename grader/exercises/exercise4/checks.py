@@ -11,16 +11,18 @@ import numpy as np
 import pytest
 
 from ...judge import analysis, contract
-from ...judge.framework import check, fail
+from ...judge.framework import CheckFailed, check, fail
 from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_deterministic_inference,
+    assert_inference,
     Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_masks_keys,
     assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
     assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
     config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
     gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
-    trainable_keys, values, verified_layer, raised_call_diagnosis, layer_structure, observed_call, shared_norm_reason,
+    trainable_keys, values, verified_layer, raised_call_diagnosis, computed_layer, assert_mixes_positions,
+    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason, close,
 )
+from ...judge.budget import ReplayFailed
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
 from ...judge.reference import decoder_variants, resolve
@@ -117,8 +119,19 @@ def layer(plain):
 
 
 @pytest.fixture
+def computed(plain, values):
+    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
+    return computed_layer(plain, SEE, values)
+
+
+@pytest.fixture
 def structure(evidence, plain):
     return layer_structure(evidence, plain, "forward", SEE, "inputs")
+
+@pytest.fixture
+def norms(evidence, plain, values):
+    """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
+    return norm_structure(evidence, plain, "forward", SEE, values)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
@@ -130,15 +143,15 @@ def check_output_shape(forward, job):
 
 
 @check("weights.three_norms", "Three distinct LayerNormalization layers are applied", "weights", points=2)
-def check_three_norms(structure):
-    assert_distinct_norms(structure, 3, NORM_POSITIONS)
-    structure.confirm()
+def check_three_norms(norms):
+    assert_distinct_norms(norms, 3, NORM_POSITIONS)
+    norms.confirm()
 
 
 @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(structure, dims, forward, values):
-    assert_norm_parameters(structure, dims["embed_dim"], trainable_keys(forward), values)
-    structure.confirm()
+def check_norm_parameters(norms, dims, forward, values):
+    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
+    norms.confirm()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -149,20 +162,20 @@ def check_trainable_list(forward, structure, dims, values):
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",
-        shared + attention_hints(structure, dims, values), why,
+        shared + attention_hints(structure, dims, values), why, structure.role_shapes(),
     )
     structure.confirm()
 
 
 @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, layer, forward, structure, job):
-    report = gradient_report(evidence, layer, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(structure), "26 trainable variables.")
+def check_all_gradients(evidence, computed, forward, job):
+    report = gradient_report(evidence, computed, forward, job["loss_weights"])
+    assert_all_gradients(report, key_biases(Structure(computed)), "26 trainable variables.")
 
 
 @check("gradients.norms_differ", "The three norms receive different gradients", "gradients")
-def check_norm_gradients_differ(evidence, layer, forward, structure, job):
-    assert_norm_gradients_differ(gradient_report(evidence, layer, forward, job["loss_weights"]), structure, 3)
+def check_norm_gradients_differ(evidence, computed, forward, norms, job):
+    assert_norm_gradients_differ(gradient_report(evidence, computed, forward, job["loss_weights"]), norms, 3)
 
 
 (check_config_base, check_config_own_keys, check_from_config,
@@ -172,7 +185,7 @@ def check_norm_gradients_differ(evidence, layer, forward, structure, job):
 # --------------------------------------------------------------------------- masks
 
 
-def _verified_call(evidence, job, phase, check_id, explaining: str):
+def _verified_call(evidence, job, phase, check_id, explaining: str, needs_attention: bool = True):
     """The verified call of ``phase``; when it cannot be verified, ``explaining`` says why (unless the
     plain call could not be verified either: then forward.decoder does)."""
     _, masked, what = CALLS[phase]
@@ -197,7 +210,8 @@ def _verified_call(evidence, job, phase, check_id, explaining: str):
         explain_raised(evidence, phase, check_id, owner, diagnosis)
     observed = _observe(evidence, job, phase, check_id)
     plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
-    call = observed_call(evidence, observed, explaining if plain_verified else SEE, what, "inputs")
+    call = observed_call(evidence, observed, explaining if plain_verified else SEE, what, "inputs",
+                         needs_attention=needs_attention, structure_see=SEE)
     call.explaining = check_id == explaining and plain_verified
     return call
 
@@ -218,12 +232,18 @@ def _earlier(job) -> np.ndarray:
 
 
 @check("mask.causal", "Later target positions cannot change earlier outputs", "mask", points=2)
-def check_causal(evidence, job):
-    plain = _verified_call(evidence, job, "forward", "mask.causal", "mask.causal")
-    changed = _verified_call(evidence, job, "causal", "mask.causal", "mask.causal")
-    assert_unchanged(plain.output, changed.output, _earlier(job), f"target positions {job['future_from']} and later",
-                     CAUSAL_WHY)
+def check_causal(evidence, job, values):
+    plain = _verified_call(evidence, job, "forward", "mask.causal", "mask.causal", needs_attention=False)
+    changed = _verified_call(evidence, job, "causal", "mask.causal", "mask.causal", needs_attention=False)
+    try:
+        assert_unchanged(plain.output, changed.output, _earlier(job),
+                         f"target positions {job['future_from']} and later", CAUSAL_WHY)
+    except CheckFailed as failure:
+        if plain.verified and len(plain.attention) > 1 and _attention_roles(plain)[1] is None:
+            failure.cause = "mask.cross_attention_mask"  # no attention reads the encoder: the second reads ahead
+        raise
     _confirm(plain, changed)
+    assert_mixes_positions(plain.observed, values, "inputs", np.ones(_earlier(job).shape, dtype=bool), SEE)
 
 
 def _arguments(evidence, phase, position):
@@ -258,7 +278,7 @@ def check_cross_attention_mask(evidence, job):
              "a cross-attention over encoder_outputs.",
              "The decoder attends to its own earlier positions, then to the source sentence.")
     raw = (_arguments(evidence, "mask", 1) or {}).get("attention_mask")
-    if isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == length and length != source.shape[1]:
+    if _cross_mask_from_target(evidence, job):
         fail(
             f"the cross-attention mask has {length} keys (shape {tuple(raw.shape)}): it was built from the "
             "target's padding mask.",
@@ -274,17 +294,29 @@ def check_cross_attention_mask(evidence, job):
     _confirm(observed)
 
 
+def _cross_mask_from_target(evidence, job) -> bool:
+    """Whether the masked call's cross-attention got a mask with one key per target position (the
+    target's padding mask) where its keys are the source's positions (of another length)."""
+    length = np.asarray(job["target_mask"]).shape[1]
+    raw = (_arguments(evidence, "mask", 1) or {}).get("attention_mask")
+    return isinstance(raw, np.ndarray) and raw.ndim == 3 and raw.shape[-1] == length and \
+        length != np.asarray(job["source_mask"]).shape[1]
+
+
 @check("mask.encoder_padding_invariance", "Padded encoder positions cannot change the output", "mask", points=2)
-def check_encoder_padding_invariance(evidence, job):
+def check_encoder_padding_invariance(evidence, job, values):
     target = np.asarray(job["target_mask"], dtype=bool)
-    masked = _verified_call(evidence, job, "mask", "mask.encoder_padding_invariance", "mask.cross_attention_mask")
+    masked = _verified_call(evidence, job, "mask", "mask.encoder_padding_invariance", "mask.cross_attention_mask",
+                            needs_attention=False)
     changed = _verified_call(evidence, job, "mask_perturbed", "mask.encoder_padding_invariance",
-                             "mask.encoder_padding_invariance")
+                             "mask.encoder_padding_invariance", needs_attention=False)
     assert_unchanged(
         masked.output, changed.output, target, "the padded encoder outputs",
         "A translation must not depend on how much padding the source sentence's batch needed.",
     )
     _confirm(masked, changed)
+    assert_mixes_positions(masked.observed, values, "encoder_outputs", np.asarray(job["source_mask"], dtype=bool),
+                           SEE, outputs=target)
 
 
 def _same_error_reported(evidence, error: dict) -> None:
@@ -309,6 +341,12 @@ def check_lengths(evidence, job):
             _same_error_reported(evidence, error)
             built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
+            if _cross_mask_from_target(evidence, job):  # the cross-attention's mask, told by its own check
+                fail(f"your layer raised on {what} ({built}): its cross-attention's mask is built from the target's "
+                     "padding mask, which has one entry per target position where the keys are the source's.",
+                     "encoder_outputs_mask for the cross-attention, at every target and source length.",
+                     "Cross-attention's keys are the encoder outputs, so its mask must describe the source "
+                     "sentence, whatever the target's length.", cause="mask.cross_attention_mask")
             fail(
                 format_student_error(f"your layer raised on {what} ({built})", error, parts_of(evidence.public_job)),
                 "a decoder that works for any target and source lengths.",
@@ -388,11 +426,37 @@ def check_decoder(plain, job, values):
         roles[f"norm{index}"] = {"gamma": step.params.get("gamma"), "beta": step.params.get("beta"),
                                  "epsilon": float(step.constants["epsilon"])}
     x, encoder, _ = _arrays(job, "forward")
-    variants = decoder_variants(x, encoder, resolve(roles, values))
+    parts = resolve(roles, values)
+    variants = decoder_variants(x, encoder, parts)
+
+    def otherwise():
+        written_attention_slip(attention_steps)
+        _own_masks_explain(plain.output, x, encoder, parts, self_step, cross_step)
+
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, DECODER, WHY,
-                             whys=WHYS)
+                             otherwise=otherwise, whys=WHYS,
+                             causes={"cross_attends_to_decoder": "mask.cross_attention_mask"})
+
+
+def _own_masks_explain(output, x, encoder, parts, self_step, cross_step) -> None:
+    """Fail, naming the mask checks as the cause, when the output is what the correct decoder computes
+    with the masks the student's attentions received (their replayed steps): the masks are the mistake,
+    the rest of the computation is right."""
+    self_mask, cross_mask = (step.constants.get("mask") for step in (self_step, cross_step))
+    causal = bool(self_step.constants.get("causal"))
+    if self_mask is None and not causal:
+        return
+    try:
+        own = decoder_variants(x, encoder, parts, self_mask=self_mask, cross_mask=cross_mask, causal=causal)["correct"]
+    except (ValueError, ReplayFailed):
+        return
+    if close(np.asarray(output, dtype=np.float64), own):
+        fail("your output is what the correct decoder computes with the masks your attentions received, so the "
+             "computation is right and a mask is not.",
+             DECODER, "The masks decide what each position may read; see the mask checks for which one is wrong.",
+             cause="mask.self_attention_mask")
 
 
 @check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, layer, values):
-    assert_deterministic_inference(evidence, layer.run(values))
+def check_inference(evidence, values, request):
+    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)

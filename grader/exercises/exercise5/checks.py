@@ -14,7 +14,7 @@ import pytest
 from ...judge import analysis
 from ...judge.framework import check, fail
 from ...judge.common import dims  # noqa: F401  (fixtures are used by name)
-from ...judge.common import assert_deterministic_inference, assert_masks_keys, effective_mask, whole_job
+from ...judge.common import assert_inference, assert_masks_keys, effective_mask, whole_job
 from ...judge.ops import binary_crossentropy
 
 SEE = "weights.layers"  # the check that says why the predictions are not verified
@@ -101,8 +101,8 @@ def check_model(evidence):
 
 
 @check("api.inference", "Called without `training`, its predictions are not random", "api")
-def check_inference(evidence, model):
-    assert_deterministic_inference(evidence, model.run(analysis.values(evidence)), layer_too=False)
+def check_inference(evidence, request):
+    assert_inference(evidence, lambda: request.getfixturevalue("model"), analysis.values(evidence), layer_too=False)
 
 
 @check("weights.layers", "The model embeds positions and runs the encoder", "weights")
@@ -171,11 +171,38 @@ def check_padding_invariance(evidence, model, job):
     before, after = np.asarray(model.output, dtype=np.float64), np.asarray(observed.output, dtype=np.float64)
     change = float(np.abs(before - after).max()) if before.shape == after.shape else float("inf")
     if change > 1e-4:
+        culprit, why = _padding_culprit(model)
         fail(
-            f"changing the embedding of the padding token (id 0) changed predictions by up to {change:.3g}.",
+            f"changing the embedding of the padding token (id 0) changed predictions by up to {change:.3g}"
+            + (f": {culprit}" if culprit else "") + ".",
             "identical predictions: padding positions masked everywhere, pooling included.",
-            POOLING_WHY,
+            why,
         )
+
+
+# what a pooling step of the replayed model does with the padded positions (observed), and what fixes it
+DROPS_PADDING = {
+    "max_pool": ("takes the largest value over every position, the padded ones included",
+                 "GlobalMaxPooling1D takes no mask, while GlobalAveragePooling1D averages over the real positions "
+                 "only."),
+    "flatten": ("keeps every position's vector, the padded ones included, for the Dense after it",
+                "Flatten takes no mask, while GlobalAveragePooling1D averages over the real positions only."),
+    "average_pool": ("averages over every position: no mask reached it",
+                     "a layer before it dropped the mask: a Lambda, or a layer of your own without "
+                     "supports_masking = True, passes no mask on."),
+}
+
+
+def _padding_culprit(model) -> tuple[str, str]:
+    """(which layer of the verified model lets the padding in, and why), or ("", the general why)."""
+    program = getattr(model, "program", None)
+    for step in getattr(program, "steps", ()):
+        if step.kind in DROPS_PADDING and not (step.kind == "average_pool" and step.constants.get("mask") is not None):
+            label = f"layer {str(step.event.get('class'))[:60]} (call {int(step.event.get('index', 0))})"
+            observed, remedy = DROPS_PADDING[step.kind]
+            return f"{label} {observed}", ("Padding must be masked all the way: in the encoder's attention and in "
+                                           f"the pooling; {remedy}")
+    return "", POOLING_WHY
 
 
 @check("gradients.training", "Gradients reach the weights, and training lowers the loss", "gradients", points=2)
