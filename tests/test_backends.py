@@ -44,7 +44,7 @@ def calls_tensorflow(source: str) -> bool:
 # Correct layers the grader cannot yet follow on a backend: a custom layer's tensor operators
 # (``inputs * mask``) are recorded on TensorFlow only, so on JAX its computation stays unverified and
 # the checks that need it are not checked (never an error).
-NOT_FOLLOWED = {("exercise5", "variant_masked_mean_pooling_layer", "jax")}
+NOT_FOLLOWED: set = set()
 KNOWN_DIFFERENCES = {
     # positions = arange(0, sequence_length)[:length] on keras.Input(shape=(None,)): JAX's symbolic shapes
     # cannot tell that min(sequence_length, length) is length, so the sum does not broadcast
@@ -56,6 +56,28 @@ KNOWN_DIFFERENCES = {
 def outcome(verdict) -> tuple:
     """What must be the same on every backend: the status, the score and each check's status."""
     return verdict.status, verdict.score, tuple((c.id, c.status) for c in verdict.checks)
+
+
+# ----------------------------------------------------------------------------- one CPU a JAX grading
+def test_a_jax_grading_takes_the_idlest_cpu_and_draws_among_equals():
+    from grader.probe.backends import idlest
+
+    samples = iter([{0: 100, 1: 100, 2: 100}, {0: 101, 1: 110, 2: 102}])  # cpu 1 idle 10 ticks, the others busy
+    assert idlest([0, 1, 2], 0, read=lambda: next(samples)) == 1
+    assert idlest([0, 2], 0, read=iter([{0: 0, 1: 0, 2: 0}, {0: 1, 1: 9, 2: 5}]).__next__) == 2  # only the allowed
+    drawn = {idlest([0, 1], 0, read=iter([{0: 0, 1: 0}, {0: 10, 1: 9}]).__next__) for _ in range(64)}
+    assert drawn == {0, 1}  # within a clock tick is a tie: drawn, so that gradings started together may spread
+    assert idlest([3, 5], 0, read=dict) in {3, 5}  # no counters: drawn among all
+
+
+@needs_jax
+def test_a_worker_that_preloaded_jax_leaves_its_childrens_cpus_to_them():
+    """The worker a batch forks JAX gradings from keeps every CPU it may use: each grading chooses its own
+    (pinned in the worker, all its gradings would share one CPU)."""
+    shown = subprocess.run(
+        [sys.executable, "-c", "import os, grader.probe.preload; print(sorted(os.sched_getaffinity(0)))"],
+        env={**os.environ, "KERAS_BACKEND": "jax"}, capture_output=True, text=True, check=True)
+    assert json.loads(shown.stdout) == sorted(os.sched_getaffinity(0))
 
 
 # ----------------------------------------------------------------------------- settings and naming

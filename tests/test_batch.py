@@ -13,6 +13,7 @@ import pytest
 
 from grader import exercises
 from grader.integrations.batch import discover, run_batch
+from grader.integrations.class_report import plural
 from grader.api import Settings
 
 from grader.sandbox.process import Child
@@ -348,7 +349,7 @@ def test_a_batch_killed_part_way_resumes_to_what_an_uninterrupted_run_gives(tmp_
         assert cli.main(["batch", *options, "--out", str(killed), "--resume"]) == 0
         assert cli.main(["batch", *options, "--out", str(whole)]) == 0
     said = capsys.readouterr().out
-    assert says(said, f"{len(kept)} submission(s) graded there already, {len(sources) - len(kept)} to go")
+    assert says(said, f"{plural(len(kept), 'submission')} graded there already, {len(sources) - len(kept)} to go")
     earlier = {identity: json.loads(line)["graded_at"] for identity, _, line in kept}
     resumed = [json.loads(line) for line in (killed / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in resumed] == sorted(sources)  # each once

@@ -89,10 +89,9 @@ def run_job(job: dict, stream, setup: dict) -> None:
 
         backend = job.get("backend", "tensorflow")
         backends.select(backend)  # before Keras is imported (the batch worker imported it with the same)
-        import keras
-
         data["backend"] = backend
         data.update(backends.start_runtime(backend))
+        import keras
 
         # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own;
         # bound before any student code

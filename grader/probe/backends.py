@@ -38,27 +38,58 @@ def select(name: str) -> None:
     os.environ["KERAS_BACKEND"] = name
     for key, value in ENVIRONMENT[name].items():
         os.environ.setdefault(key, value)
-    if name == "jax":
-        one_cpu()
 
 
-def one_cpu() -> None:
-    """Run on one of the CPUs this process may use. JAX's CPU client sizes its thread pools by the
-    CPUs it may run on (18 threads with two here, 13 with one), which on a large machine would pass
-    the grading's process cap; one CPU is what a grading gets of the machine anyway (its share in
-    the grader's control group). Which one is drawn, so parallel gradings spread."""
-    import random
-
+def one_cpu(sample_seconds: float = 0.1) -> None:
+    """Run on one of the CPUs this process may use, before JAX's CPU client exists. The client sizes
+    its thread pools by the CPUs it may run on (18 threads with two here, 13 with one), which on a
+    large machine would pass the grading's process cap; one CPU is what a grading gets of the machine
+    anyway (its share in the grader's control group). Which one: the idlest over a tenth of a second,
+    so gradings started side by side (a batch's, forked from one worker) run on different CPUs."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
         if len(allowed) > 1:
-            os.sched_setaffinity(0, {random.SystemRandom().choice(allowed)})
+            os.sched_setaffinity(0, {idlest(allowed, sample_seconds)})
     except (AttributeError, OSError):
         pass
 
 
+def idlest(allowed: list[int], seconds: float, read=None) -> int:
+    """The CPU of ``allowed`` idle the longest during ``seconds`` (by /proc/stat), drawn among those
+    within a clock tick of it; drawn among all where the counters cannot be read."""
+    import random
+    import time
+
+    read = read or _idle_ticks
+    choose = random.SystemRandom().choice
+    before = read()
+    time.sleep(seconds)
+    after = read()
+    idle = {cpu: after[cpu] - before[cpu] for cpu in allowed if cpu in before and cpu in after}
+    if not idle:
+        return choose(allowed)
+    most = max(idle.values())
+    return choose(sorted(cpu for cpu, ticks in idle.items() if ticks >= most - 1))
+
+
+def _idle_ticks() -> dict[int, int]:
+    """Each CPU's idle and I/O-wait clock ticks since boot; empty where /proc/stat cannot be read."""
+    ticks = {}
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            for line in stat:
+                fields = line.split()
+                if len(fields) > 5 and fields[0].startswith("cpu") and fields[0][3:].isdigit():
+                    ticks[int(fields[0][3:])] = int(fields[4]) + int(fields[5])
+    except (OSError, ValueError):
+        return {}
+    return ticks
+
+
 def start_runtime(name: str) -> dict:
     """Import Keras and the backend's library, with one thread per pool; their versions."""
+    if name == "jax":
+        one_cpu()  # in the grading process, before anything runs on JAX: a worker's children choose each their own
     import keras
     import numpy
 

@@ -67,14 +67,23 @@ def _package_folders() -> tuple[str, ...]:
     return tuple(folders) + (os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,)
 
 
-def _tensor_class():
-    """The class whose operators the tape hooks: TensorFlow's tensors on the TensorFlow backend; on
-    another backend (whose child never imports TensorFlow) keras.ops only."""
-    if keras.backend.backend() != "tensorflow":
-        return None
-    import tensorflow as tf
+def tensor_classes() -> tuple[type, ...]:
+    """The classes whose operators the tape hooks, on every backend: TensorFlow's tensors; JAX's
+    arrays and the tracers that stand for them while a function is traced; PyTorch's tensors."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
 
-    return tf.Tensor
+        return (tf.Tensor,)
+    if backend == "jax":
+        import jax
+
+        return (type(jax.numpy.zeros(())), jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return (torch.Tensor,)
+    return ()
 
 
 class OpTape:
@@ -232,12 +241,12 @@ class OpRecorder:
                         or inspect.ismodule(value):
                     continue
                 self._patch(module, name, self._wrap(value, prefix + name))
-        tensor = _tensor_class()
-        if tensor is not None:
+        for tensor in tensor_classes():
             for dunder, (name, reflected) in _OPERATORS.items():
                 original = tensor.__dict__.get(dunder) or getattr(tensor, dunder, None)
                 if original is not None:
                     self._patch(tensor, dunder, self._wrap_operator(original, name, reflected))
+        if keras.backend.backend() == "tensorflow":
             for module, attribute, function, path, where in tensorflow_functions():
                 self._patch(module, attribute, self._wrap_tensorflow(function, path, where))
         return self
