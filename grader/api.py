@@ -19,6 +19,8 @@ from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 from .settings import (CHECKS_SECONDS, DEFAULT_BACKEND, DEFAULT_MEMORY_MB, DEFAULT_SEED,  # noqa: F401
                        DEFAULT_TIMEOUT, Settings)
+from .judge import declarations
+from .judge.declarations import declared_checks
 
 
 def _default_judges():
@@ -45,7 +47,7 @@ class Grading:
         given = Path(submission)
         try:
             self.path = given.absolute() if given.is_symlink() else given.resolve()
-        except (OSError, RuntimeError):  # a loop of links above it: read_source says what is wrong
+        except (OSError, RuntimeError):  # a loop of links above it: read_submission says what is wrong
             self.path = given.absolute()
         self.settings = settings
         self.seed = settings.seed if settings.seed is not None else inputs.new_seed()
@@ -250,7 +252,7 @@ class Grading:
         answer = None
         if data is not None:
             try:
-                answer = protocol.read_answer(data, exercise.declared_checks())
+                answer = protocol.read_answer(data, declared_checks(exercise))
             except protocol.BadAnswer as exc:
                 problem = f"the grader's judge of this submission's evidence answered nonsense ({exc})"
         if answer is not None:
@@ -427,4 +429,4 @@ def student_output(stdout: str, max_lines: int = 20, max_chars: int = 2000) -> s
 
 def max_points(exercise_id: str) -> float:
     """Total points of an exercise's checks, read from their declarations without running them."""
-    return sum(declared["points"] for declared in exercises.get(exercise_id).declared_checks())
+    return declarations.max_points(exercises.get(exercise_id))

@@ -108,10 +108,6 @@ class Cause:
         return [self.root, *self.also, *self.unchecked]
 
     @property
-    def points_lost(self) -> float:
-        return sum(c.max_points - c.points for c in self.checks)
-
-    @property
     def followers(self) -> list:
         return [*self.also, *self.unchecked]
 

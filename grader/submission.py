@@ -61,10 +61,6 @@ def read_submission(path: Path) -> Source:
     return Source(python_source(data, path))
 
 
-def read_source(path: Path) -> str:
-    return read_submission(path).text
-
-
 def _read_file_itself(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -95,10 +91,6 @@ def python_source(data: bytes, path: Path) -> str:
         raise SubmissionError(
             f"{path.name} is not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8."
         ) from None
-
-
-def notebook_source(data: bytes, path: Path) -> str:
-    return notebook_submission(data, path).text
 
 
 def notebook_submission(data: bytes, path: Path) -> Source:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from grader import exercises
-from grader.integrations.batch import discover, run_batch
+from grader.integrations.batch import run_batch, survey
 from grader.integrations.class_report import plural
 from grader.api import Settings
 
@@ -57,7 +57,7 @@ def batch(tmp_path_factory):
         workers.release()
 
     try:
-        results = run_batch("exercise3", discover([folder], "exercise3"), out, Settings(timeout=TIMEOUT), jobs=2,
+        results = run_batch("exercise3", survey([folder], "exercise3").submissions, out, Settings(timeout=TIMEOUT), jobs=2,
                             on_result=on_result, workers=workers)
     finally:
         workers.close()
@@ -125,13 +125,13 @@ def test_nbgrader_layout_gives_student_ids(tmp_path):
         (folder / "exercise3.ipynb").write_text("{}", encoding="utf-8")
     (tmp_path / "submitted" / "bob" / "exercise3" / ".ipynb_checkpoints").mkdir()
     (tmp_path / "submitted" / "bob" / "exercise3" / ".ipynb_checkpoints" / "exercise3-checkpoint.ipynb").write_text("{}")
-    found = discover([tmp_path / "submitted"], "exercise3")
+    found = survey([tmp_path / "submitted"], "exercise3").submissions
     assert [(s.id, s.path.name) for s in found] == [("alice", "exercise3.ipynb"), ("bob", "exercise3.ipynb")]
 
 
 def test_missing_path_is_reported(tmp_path):
     with pytest.raises(FileNotFoundError):
-        discover([tmp_path / "nowhere"], "exercise3")
+        survey([tmp_path / "nowhere"], "exercise3").submissions
 
 
 def test_batch_command_shows_progress_and_summary(tmp_path):
@@ -262,7 +262,7 @@ def test_a_worker_that_dies_or_stalls_is_replaced_and_the_batch_goes_on(tmp_path
             os.kill(workers.pid, signal.SIGSTOP)
 
     try:
-        results = run_batch("exercise3", discover([folder], "exercise3"), tmp_path / "out",
+        results = run_batch("exercise3", survey([folder], "exercise3").submissions, tmp_path / "out",
                             Settings(timeout=TIMEOUT), jobs=1, on_result=sabotage, workers=workers)
         replaced = workers.server.replaced
     finally:

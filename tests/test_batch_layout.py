@@ -14,7 +14,7 @@ import grader
 from grader import cli
 from grader.api import Settings
 from grader.integrations.batch import (
-    LayoutError, Outputs, Result, ResultsFolderError, StartedRun, Submission, class_ids, discover, finished_rows,
+    LayoutError, Outputs, Result, ResultsFolderError, StartedRun, Submission, class_ids, finished_rows,
     prepare_results_folder, refused_result, survey,
 )
 from grader.integrations.shards import WHOLE, manifest
@@ -211,9 +211,9 @@ def test_the_same_file_given_twice_is_graded_once(course):
 
 
 def test_discover_keeps_its_contract(course):
-    assert [s.id for s in discover([course / "submitted"], "exercise3")] == ["alice", "alice-2", "bob", "dave", "erin"]
+    assert [s.id for s in survey([course / "submitted"], "exercise3").submissions] == ["alice", "alice-2", "bob", "dave", "erin"]
     with pytest.raises(FileNotFoundError):
-        discover([course / "nowhere"], "exercise3")
+        survey([course / "nowhere"], "exercise3").submissions
 
 
 # --------------------------------------------------------------------------- the results folder

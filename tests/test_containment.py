@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.integrations.batch import Workers, discover, run_batch
+from grader.integrations.batch import Workers, run_batch, survey
 from grader.sandbox.privileges import UID_BASE, UID_SPAN
 from grader.api import Settings
 
@@ -153,10 +153,10 @@ def hostile_class(tmp_path_factory):
     (alone / "correct.py").write_text(SOLUTION, encoding="utf-8")
     try:
         with _PeakMemory() as solution_alone:  # what the grader's own process needs for a correct class
-            run_batch("exercise3", discover([alone], "exercise3"), work / "out-alone", SETTINGS, jobs=2,
+            run_batch("exercise3", survey([alone], "exercise3").submissions, work / "out-alone", SETTINGS, jobs=2,
                       workers=workers)
         with _PeakMemory() as hostile_batch:
-            results = run_batch("exercise3", discover([folder], "exercise3"), out, SETTINGS, jobs=2, workers=workers)
+            results = run_batch("exercise3", survey([folder], "exercise3").submissions, out, SETTINGS, jobs=2, workers=workers)
     finally:
         workers.close()
         tempfile.tempdir = saved_tempdir

@@ -17,7 +17,7 @@ import pytest
 
 from grader import exercises
 from grader.protocol import wire
-from grader.integrations.batch import discover, run_batch
+from grader.integrations.batch import run_batch, survey
 from grader.api import Grading, Settings
 
 from .conftest import grade_sources, warm_runner
@@ -210,7 +210,7 @@ def test_forgers_earn_no_computed_points_through_batch(forgers, tmp_path):
             (folder / f"{name}.py").write_text(source, encoding="utf-8")
     (folder / "honest.py").write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"),
                                       encoding="utf-8")
-    results = run_batch("exercise3", discover([folder], "exercise3"), tmp_path / "out", Settings(), jobs=2)
+    results = run_batch("exercise3", survey([folder], "exercise3").submissions, tmp_path / "out", Settings(), jobs=2)
     by_id = {r.submission.id: r.verdict for r in results}
     assert by_id["honest"].status == "passed"
     for name, verdict in by_id.items():

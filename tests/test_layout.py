@@ -1,5 +1,7 @@
 """The package's layout holds its rules: read from the source's import statements (every one,
-inside functions too), never by importing anything.
+inside functions too) and its run-time imports (``importlib.import_module`` of a name written out,
+of a pattern such as ``f"grader.exercises.{id}.probe"`` — every module it can name —, or of an
+exercise's ``checks_module``/``probe_module``), never by importing anything.
 
 - no import circle among the grader's modules;
 - the sandbox and the protocol need no TensorFlow (nor Keras, nor anything that imports them);
@@ -12,6 +14,7 @@ inside functions too), never by importing anything.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -53,7 +56,42 @@ def _imports(name: str) -> set[str]:
             if len(submodules) < len(node.names):
                 found.add(module)
             found.update(f"{module}.{alias.name}" for alias in submodules)
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            found.update(_named_at_run_time(node.args[0], name))
     return found
+
+
+def _is_import_module(func) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or \
+        (isinstance(func, ast.Name) and func.id == "import_module")
+
+
+# an exercise's modules as its spec names them (grader.exercises.spec.Exercise)
+_EXERCISE_MODULES = {"checks_module": "checks", "probe_module": "probe"}
+
+
+def _named_at_run_time(argument, importer: str) -> set[str]:
+    """The grader's modules an ``import_module`` argument can name (outside ones by their name)."""
+    if isinstance(argument, ast.BoolOp):  # job.get("probe") or f"...": either
+        return set().union(*(_named_at_run_time(value, importer) for value in argument.values))
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return {argument.value}
+    if isinstance(argument, ast.Attribute) and argument.attr in _EXERCISE_MODULES:
+        pattern = rf"grader\.exercises\.[^.]+\.{_EXERCISE_MODULES[argument.attr]}"
+    elif isinstance(argument, ast.JoinedStr):
+        pattern = ""
+        for part in argument.values:
+            if isinstance(part, ast.Constant):
+                pattern += re.escape(part.value)
+            elif isinstance(part.value, ast.Name) and part.value.id == "__name__":
+                pattern += re.escape(importer)
+            else:
+                pattern += r"[^.]+"
+    else:
+        return set()  # a name chosen from data (pytest's plugins): not the grader's
+    named = {module for module in MODULES if re.fullmatch(pattern, module)}
+    assert named, f"{importer} imports {ast.unparse(argument)} at run time, which names none of the grader's modules"
+    return named
 
 
 IMPORTS = {name: _imports(name) for name in MODULES}
@@ -91,6 +129,11 @@ def test_the_rules_read_a_real_package():
     assert len(MODULES) > 60
     assert "tensorflow" in _reached("grader.probe.__main__")
     assert "grader.judge.replay" in _reached("grader.exercises.exercise3.checks")
+    # the run-time imports: the child's probe by pattern, the judge server's checks, the command table
+    assert "grader.exercises.exercise3.probe" in IMPORTS["grader.probe.__main__"]
+    assert "grader.exercises.ch15_decoder.checks" in IMPORTS["grader.judge.server"]
+    assert "grader.exercises.exercise5.probe" in IMPORTS["grader.probe.preload"]
+    assert "grader.cli.classes" in IMPORTS["grader.cli"]
 
 
 def test_no_module_imports_itself_through_others():

@@ -21,6 +21,7 @@ from grader import cli, exercises
 from grader.integrations.course import build_notebook, notebook_instructions, update_course, write_course
 
 from .conftest import grade_warm
+from grader.judge.declarations import topic_points
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 # The book's encoder: no supports_masking, so one 1-point check of the 6-point mask topic fails.
@@ -36,7 +37,7 @@ NOISY = "import logging, sys, warnings\nwarnings.simplefilter('default')\n\n" + 
 HELPER_CELL = "import keras\n\n\ndef expand_keys(mask):\n    return keras.ops.expand_dims(mask, axis=1)\n"
 NOISY_WITH_HELPER = NOISY.replace("mask = keras.ops.expand_dims(mask, axis=1)", "mask = expand_keys(mask)")
 SHARED_NORM = SOLUTION.replace("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = self.layernorm_1")
-AUTOGRADED_POINTS = sum(exercises.get("exercise3").topic_points().values())
+AUTOGRADED_POINTS = sum(topic_points(exercises.get("exercise3")).values())
 
 
 def _mistake(exercise_id: str, name: str) -> str:
@@ -51,7 +52,7 @@ RETURNS_A_TUPLE = _mistake("exercise3", "returns_a_tuple")
 NO_COMPUTE_MASK = _mistake("exercise1", "no_compute_mask")
 WRITTEN = "exercise3-why-two-norms"
 STUDENTS = ("alice", "bob", "carol", "dave", "frank")
-TEST_CELLS = [f"exercise3-{topic}" for topic in exercises.get("exercise3").topic_points()]
+TEST_CELLS = [f"exercise3-{topic}" for topic in topic_points(exercises.get("exercise3"))]
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -169,7 +170,7 @@ def test_one_student_autograded_by_nbgrader_scores_as_grade_does(tmp_path):
     verdict = grade_warm("exercise3", path)
     got = scores(course, ("bob",))["bob"]
     assert verdict.score == AUTOGRADED_POINTS - 1 and autograded(got) == verdict.score
-    for topic, points in exercises.get("exercise3").topic_points().items():
+    for topic, points in topic_points(exercises.get("exercise3")).items():
         assert points == sum(c.max_points for c in verdict.checks if c.topic == topic), topic
         assert got[f"exercise3-{topic}"] == sum(c.points for c in verdict.checks if c.topic == topic), topic
 
@@ -218,7 +219,7 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
     # the book's encoder loses one 1-point check: the mask cell keeps the rest of its points
     assert bob_verdict.score == AUTOGRADED_POINTS - 1
     assert autograded(result["bob"]) == bob_verdict.score
-    assert result["bob"]["exercise3-mask"] == exercises.get("exercise3").topic_points()["mask"] - 1
+    assert result["bob"]["exercise3-mask"] == topic_points(exercises.get("exercise3"))["mask"] - 1
     # the written answer stays nbgrader's, to grade by hand
     from nbgrader.api import Gradebook
 
@@ -247,7 +248,7 @@ def test_a_partly_right_answer_the_check_cell_rejects_scores_in_nbgrader_as_its_
     with Gradebook(f"sqlite:///{term.course / 'gradebook.db'}") as gradebook:
         got = {g.name: g.score for nb in gradebook.find_submission(assignment, student).notebooks for g in nb.grades}
     assert autograded(got) == verdict.score
-    for topic in exercises.get(assignment).topic_points():
+    for topic in topic_points(exercises.get(assignment)):
         assert got[f"{assignment}-{topic}"] == sum(c.points for c in verdict.checks if c.topic == topic), topic
 
 
@@ -635,7 +636,7 @@ def test_notebooks_follow_the_checks_points(exercise):
     graded = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
               for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")
               and c.cell_type == "code"}
-    assert graded == {f"{exercise}-{t}": p for t, p in exercises.get(exercise).topic_points().items()}
+    assert graded == {f"{exercise}-{t}": p for t, p in topic_points(exercises.get(exercise)).items()}
     assert len({c.id for c in notebook.cells}) == len(notebook.cells)
     [check] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{exercise}-check"]
     meta = check.metadata["nbgrader"]
@@ -650,7 +651,7 @@ def test_notebook_instructions_say_how_to_work_in_the_notebook(exercise):
     text = notebook_instructions(exercises.get(exercise))
     assert "`grade" not in text and "exercises/" not in text
     assert "YOUR CODE HERE" in text and "Check your work" in text and "test cells" in text
-    for topic, points in exercises.get(exercise).topic_points().items():
+    for topic, points in topic_points(exercises.get(exercise)).items():
         assert f"| {topic} | {points:g} |" in text
     answer = build_notebook(exercises.get(exercise)).cells[1].source
     assert "grade " not in answer.split("class ")[0] and "python -m" not in answer

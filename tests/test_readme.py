@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
+from grader.judge.declarations import declared_checks
 
 ROOT = exercises.PROJECT_ROOT
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,7 +38,7 @@ def test_the_readme_starts_with_the_two_commands_a_student_and_a_developer_run()
 
 
 def test_the_readme_says_the_first_run_scores_zero_out_of_what_the_stub_can_earn():
-    max_points = sum(check["points"] for check in exercises.get("exercise1").declared_checks())
+    max_points = sum(check["points"] for check in declared_checks(exercises.get("exercise1")))
     assert "Your first run scores 0: the stub is empty." in README
     assert f"reports 0/{max_points:g}" in README
 

@@ -15,6 +15,7 @@ import pytest
 
 from grader import exercises
 from grader.integrations.batch import Outputs, Submission, run_batch
+from grader.judge.declarations import declared_checks
 from grader.judge.plugin import ChecksOverran, Watchdog, run_checks
 from grader.api import Grading, Settings
 from grader.sandbox.process import ChildRun
@@ -174,7 +175,7 @@ def test_an_answer_that_lacks_a_declared_check_is_refused_not_scored_on_what_it_
     from grader import exercises
     from grader.api import max_points
 
-    declared = exercises.get("exercise3").declared_checks()
+    declared = declared_checks(exercises.get("exercise3"))
     items = [{"id": d["id"], "topic": d["topic"], "status": "passed", "points": d["points"], "message": ""}
              for d in declared]
 
@@ -204,7 +205,7 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
     from grader.judge import protocol
     from grader.verdict import CheckResult
 
-    declared = exercises.get("exercise3").declared_checks()
+    declared = declared_checks(exercises.get("exercise3"))
     checks = [CheckResult(id=d["id"], title=d["title"], topic=d["topic"], status="passed", points=d["points"],
                           max_points=d["points"], message="") for d in declared]
     checks[0] = CheckResult(id=checks[0].id, title=checks[0].title, topic=checks[0].topic, status="failed",

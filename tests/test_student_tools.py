@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.student.hints import read_hints
+from grader.student.hints import read_tagged_hints
+from grader.judge.declarations import declared_checks
 
 ROOT = exercises.PROJECT_ROOT
 
@@ -72,7 +73,7 @@ def test_a_hint_answers_the_first_cause_and_grows_more_detailed(workspace, tmp_p
     assert remembered["causes"][0][0] == "weights.two_norms"
     assert "gradients.norms_differ" in remembered["causes"][0]
     every = run("hint", "exercise3", "--all", cwd=workspace, state=state)
-    count = len(read_hints(exercises.get("exercise3").hints))
+    count = len(read_tagged_hints(exercises.get("exercise3").hints))
     assert all(f"hint {i} of {count}" in every.stdout for i in range(1, count + 1))
     assert "Checks:" not in every.stdout  # the tags choose hints; students read the hints
 
@@ -110,7 +111,7 @@ def test_every_check_and_every_catalogued_mistake_has_a_hint(exercise):
 
     hints = read_tagged_hints(exercises.get(exercise).hints)
     tagged = {check_id for hint in hints for check_id in hint.checks}
-    declared = {d["id"] for d in exercises.get(exercise).declared_checks()}
+    declared = {d["id"] for d in declared_checks(exercises.get(exercise))}
     assert tagged <= declared, f"hints name checks that do not exist: {sorted(tagged - declared)}"
     assert declared <= tagged, f"no hint helps with {sorted(declared - tagged)}"
     for mistake in catalog(exercise)[0]:
@@ -119,7 +120,7 @@ def test_every_check_and_every_catalogued_mistake_has_a_hint(exercise):
 
 @pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
 def test_every_exercise_has_hints(exercise):
-    assert len(read_hints(exercises.get(exercise).hints)) >= 3
+    assert len(read_tagged_hints(exercises.get(exercise).hints)) >= 3
 
 
 def test_unknown_exercise_for_hints(tmp_path):

@@ -25,6 +25,7 @@ from pathlib import Path
 from grader import exercises
 from grader.exercises.stubs import BEGIN, expected_solution, make_stub
 from grader.verdict import TOPICS
+from grader.judge.declarations import declared_checks
 
 
 def static_problems(exercise) -> list[str]:
@@ -36,7 +37,7 @@ def static_problems(exercise) -> list[str]:
     if problems:
         return problems
     try:
-        declared = exercise.declared_checks()
+        declared = declared_checks(exercise)
     except Exception as exc:  # the check module does not import: say so, and go on with the rest
         problems.append(f"{exercise.checks} does not import ({type(exc).__name__}: {exc})")
         declared = []

@@ -19,13 +19,20 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
 
 from .. import exercises
 from ..verdict import EXIT_ERROR
-from .commands import COMMANDS, command
+from .commands import COMMANDS
+
+
+def command(name: str):
+    """The function that runs the command ``name`` of the table (its module imported now)."""
+    module, function = COMMANDS[name]
+    return getattr(importlib.import_module(f"grader.cli.{module}"), function)
 
 
 def main(argv: list[str] | None = None) -> int:

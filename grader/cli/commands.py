@@ -1,8 +1,6 @@
-"""The table of ``grade``'s commands."""
+"""The table of ``grade``'s commands (data only: ``grader.cli.command`` runs one)."""
 
 from __future__ import annotations
-
-import importlib
 
 # Every command but grading itself (``grade EXERCISE``): its name, and the module of this package
 # and the function that run it. A name that is neither a command nor an exercise gets suggestions
@@ -19,8 +17,3 @@ COMMANDS = {
     "class-report": ("classes", "class_report_command"),
     "gradescope-autograder": ("classes", "autograder_command"),
 }
-
-
-def command(name: str):
-    module, function = COMMANDS[name]
-    return getattr(importlib.import_module(f"grader.cli.{module}"), function)

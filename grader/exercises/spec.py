@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from . import location
@@ -131,32 +130,3 @@ class Exercise:
     def public_job(self) -> dict:
         """The part of the job the child gets on start (the rest is drawn per run: ``grader.protocol.job``)."""
         return self.job.public()
-
-    def declared_checks(self) -> list[dict]:
-        """The ``@check(id, title, topic, points=...)`` declarations of the check module, in the
-        order pytest runs them: every check function the module holds, its own or imported from
-        the checks the layer exercises share. Imports the module (NumPy, pytest), runs no check."""
-        return [dict(declared) for declared in self._declared]
-
-    @cached_property
-    def _declared(self) -> tuple[dict, ...]:
-        module = importlib.import_module(self.checks_module)
-        declared = []
-        for name, value in vars(module).items():
-            if not (name.startswith("check_") and callable(value)):
-                continue
-            for mark in getattr(value, "pytestmark", ()):
-                if mark.name == "check":
-                    meta = mark.kwargs
-                    declared.append({"id": meta["id"], "title": meta["title"], "topic": meta["topic"],
-                                     "points": float(meta["points"])})
-        return tuple(declared)
-
-    def topic_points(self) -> dict[str, float]:
-        """Points per topic, in the order of the topics."""
-        from ..verdict import TOPICS
-
-        points: dict[str, float] = {}
-        for declared in self.declared_checks():
-            points[declared["topic"]] = points.get(declared["topic"], 0.0) + declared["points"]
-        return {topic: points[topic] for topic in TOPICS if topic in points}

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE)
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (beyond the table: the normal's).
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}

@@ -90,11 +90,6 @@ class LayoutError(ValueError):
     """A path given cannot be searched for submissions; the message says what to give instead."""
 
 
-def discover(paths: list[Path], exercise_id: str) -> list[Submission]:
-    """The submissions to grade under ``paths`` (``survey`` also says what it skipped or refused)."""
-    return survey(paths, exercise_id).submissions
-
-
 def survey(paths: list[Path], exercise_id: str) -> Discovery:
     """Find the submissions of ``exercise_id`` under ``paths``.
 

@@ -43,7 +43,6 @@ from pathlib import Path
 from .results import ClassResults
 from ..verdict import TOPICS, CheckResult, Verdict
 
-NOT_PASSED = ("failed", "error", "timeout", "skipped")
 STUDENTS_FOLDER = "students"
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from .. import exercises
 from ..exercises.stubs import PROVIDED_BEGIN, expected_solution
+from ..judge.declarations import declared_checks, topic_points
 
 if TYPE_CHECKING:
     import nbformat
@@ -128,7 +129,7 @@ def manual_note(exercise_id: str) -> str | None:
     answer = exercises.get(exercise_id).notebook.written_answer
     if answer is None:
         return None
-    autograded = sum(exercises.get(exercise_id).topic_points().values())
+    autograded = sum(topic_points(exercises.get(exercise_id)).values())
     return (f"In nbgrader, {exercise_id} also has a written answer worth {answer.points:g} points "
             f"({answer.grade_id}), graded by hand in formgrader: autograded scores are out of "
             f"{autograded:g}, nbgrader's total out of {autograded + answer.points:g}.")
@@ -177,7 +178,7 @@ def notebook_instructions(exercise) -> str:
     how = HOW_IT_WORKS.format(what=what)
     answer = exercise.notebook.written_answer
     if answer is not None:
-        autograded = sum(exercise.topic_points().values())
+        autograded = sum(topic_points(exercise).values())
         how += (f"5. **The written answer** at the end is worth {answer.points:g} points, graded by hand; "
                 f"the test cells grade the other {autograded:g}.\n")
     table = tests_table(exercise)
@@ -200,13 +201,13 @@ def notebook_instructions(exercise) -> str:
 
 def tests_table(exercise) -> str:
     """What each test cell grades: its topic, its points and its checks, from the check declarations."""
-    declared = exercise.declared_checks()
+    declared = declared_checks(exercise)
     rows = ["## What the test cells grade", "",
             "| test cell | points | checks |", "|---|---:|---|"]
-    for topic, points in exercise.topic_points().items():
+    for topic, points in topic_points(exercise).items():
         titles = "; ".join(d["title"].replace("|", "\\|") for d in declared if d["topic"] == topic)
         rows.append(f"| {topic} | {points:g} | {titles} |")
-    rows.append(f"| **all** | **{sum(exercise.topic_points().values()):g}** | |")
+    rows.append(f"| **all** | **{sum(topic_points(exercise).values()):g}** | |")
     return "\n".join(rows) + "\n"
 
 
@@ -261,7 +262,7 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
             metadata=_nbgrader(f"{exercise.id}-check", solution=False, grade=False, locked=True),
         ),
     ]
-    for topic, points in exercise.topic_points().items():
+    for topic, points in topic_points(exercise).items():
         source = (
             f"# Tests: {topic} ({points:g} points). The hidden tests of this topic run here when your\n"
             "# notebook is graded: leave this cell as it is.\n"

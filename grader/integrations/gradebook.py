@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import exercises
 from ..notebook import failure_traceback, printed, topic_report
+from ..judge.declarations import topic_points
 
 
 class CellCannotBeScored(Exception):
@@ -146,7 +147,7 @@ def store(course: Path, exercise_id: str, results, on_student=None) -> Stored:
     course = Path(course).resolve()
     config = course_config(course, exercise_id)
     steps = _autograde_steps(config)
-    topics = list(exercises.get(exercise_id).topic_points())
+    topics = list(topic_points(exercises.get(exercise_id)))
     verdict_outputs = _verdict_outputs_class()
     stored = Stored()
     for result in results:

@@ -201,7 +201,7 @@ def attends_over(observed: analysis.Observed, *sources: str) -> bool:
         query, value = step.inputs.get("query"), step.inputs.get("value")
         if query is None or value is None:
             continue
-        if all(name in program._sources(step) for name in sources):
+        if all(name in program.sources(step) for name in sources):
             return True
     return False
 
@@ -1083,10 +1083,6 @@ def assert_mask_propagates(data: dict, output: np.ndarray, padding_mask: np.ndar
     )
 
 
-def check_phase_ran(evidence, phase: str, check_id: str) -> dict:
-    return evidence.phase(phase, check_id)
-
-
 # --------------------------------------------------------------------------- forward
 
 
@@ -1197,7 +1193,7 @@ def self_attention_inputs(step, program, what: str):
     def check():
         if program is None or step is None:
             return
-        sources = program._sources(step)
+        sources = program.sources(step)
         if "inputs" not in sources:
             fail(
                 f"MultiHeadAttention was not given the {what}'s inputs as both query and value.",

@@ -82,7 +82,6 @@ class Program:
     float_inputs: tuple[str, ...]
     masks: dict[str, np.ndarray]
     derived: list[Expr] = field(default_factory=list)  # sums matched earlier, reusable as terms
-    used_variables: set[str] = field(default_factory=set)
     # steps found by what a group of steps computes (``attention``), each with the indices of the steps
     # it stands for: what the checks read, while the program computes with its own steps
     views: list = field(default_factory=list)
@@ -111,26 +110,23 @@ class Program:
                 chosen.append(view)
         return [s for s in chosen if s.kind in kinds]
 
-    def depends_on(self, step: Step, name: str) -> bool:
-        """Whether the step's inputs trace back to the call's input ``name``."""
-        return name in self._sources(step)
-
-    def _sources(self, step: Step) -> set[str]:
+    def sources(self, step: Step) -> set[str]:
+        """The inputs of the call (by name) that the step's inputs trace back to."""
         found: set[str] = set()
         for expr in step.inputs.values():
             if isinstance(expr, Expr):
-                found |= self._expr_sources(expr)
+                found |= self.expr_sources(expr)
         return found
 
-    def _expr_sources(self, expr: Expr) -> set[str]:
+    def expr_sources(self, expr: Expr) -> set[str]:
         found: set[str] = set()
         for kind, ref in expr.terms:
             if kind == "input":
                 found.add(ref)
             elif kind == "derived":
-                found |= self._expr_sources(self.derived[ref])
+                found |= self.expr_sources(self.derived[ref])
             else:
-                found |= self._sources(self.steps[ref])
+                found |= self.sources(self.steps[ref])
         return found
 
     def output_depends_on(self, step: Step) -> bool:
@@ -250,7 +246,6 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         names[("step", step.index)] = label
     result = _match(output.astype(np.float64), terms, masks, names, "the layer's output")
     program = Program(steps, result, tuple(float_inputs), masks, derived)
-    program.used_variables = {key for step in steps for key in step.params.values() if key is not None}
     replayed = program.run({k: np.asarray(v, dtype=np.float64) for k, v in values.items()}, float_inputs
                            | {k: v for k, v in inputs.items() if k not in float_inputs})
     if not close(replayed, output):
@@ -380,17 +375,6 @@ def _argument(events: list[dict], owner: dict, source: str, label: str, steps: l
         raise ReplayFailed(f"the argument {source[:40]!r} of {_label(owner)} is not what the operations that made "
                            "it gave")
     return Expr((("step", glue.index),)), (value.astype(np.float64) if value.dtype.kind == "f" else value)
-
-
-
-
-def _without_events(record):
-    """A record with its sublayer-output references as sources, so its form can be checked."""
-    if not isinstance(record, dict):
-        return record
-    return dict(record, args=[_event_as_source(a) for a in record.get("args") or []] if isinstance(
-        record.get("args"), list) else record.get("args"), kwargs={k: _event_as_source(v) for k, v in (
-            record.get("kwargs") or {}).items()} if isinstance(record.get("kwargs"), dict) else record.get("kwargs"))
 
 
 def _event_as_source(argument, depth: int = 0):

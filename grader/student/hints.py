@@ -39,10 +39,6 @@ def read_tagged_hints(path: Path) -> list[Hint]:
     return hints
 
 
-def read_hints(path: Path) -> list[str]:
-    return [hint.text for hint in read_tagged_hints(path)]
-
-
 def hints_for(hints: list[Hint], check_ids) -> list[Hint]:
     """The hints that help with the first of ``check_ids`` that has any (the cause's own check
     first, then the others it fails), least revealing first."""

@@ -100,7 +100,7 @@ def _attention_roles(call) -> tuple:
         return (steps[0] if steps else None), (steps[1] if len(steps) > 1 else None)
     self_step = cross_step = None
     for step in steps:
-        sources = program._expr_sources(step.inputs["value"]) if "value" in step.inputs else set()
+        sources = program.expr_sources(step.inputs["value"]) if "value" in step.inputs else set()
         if "encoder_outputs" in sources and cross_step is None:
             cross_step = step
         elif "encoder_outputs" not in sources and self_step is None:
