@@ -19,7 +19,7 @@ import threading
 import time
 
 from ..sandbox import forkserver
-from ..sandbox.process import _CUT, _read_capped, _readable, _write_all
+from ..sandbox.pipes import CUT, read_capped, readable, write_all
 from . import protocol
 
 # What one judge may hold: its address space, and where the grader can make control groups, its
@@ -110,7 +110,7 @@ class JudgeRun:
         self._answer: list[bytes] = []
         self._result: tuple[bytes | None, str | None] | None = None
         self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
-        self._reader = threading.Thread(target=_read_capped, daemon=True,
+        self._reader = threading.Thread(target=read_capped, daemon=True,
                                         args=(answer_read, self._answer, protocol.MAX_ANSWER_BYTES))
         self._writer.start()
         self._reader.start()
@@ -124,7 +124,7 @@ class JudgeRun:
         return max(0.0, self._seconds - (time.monotonic() - self._started))
 
     def ready(self) -> bool:
-        return self._result is not None or _readable(self._pidfd, 0) or self.seconds_left() <= 0
+        return self._result is not None or readable(self._pidfd, 0) or self.seconds_left() <= 0
 
     def kill(self) -> None:
         self._seconds = 0.0
@@ -134,13 +134,13 @@ class JudgeRun:
         """(answer, None), or (None, why there is none); the judge is gone after."""
         if self._result is not None:
             return self._result
-        overran = not _readable(self._pidfd, self.seconds_left())
+        overran = not readable(self._pidfd, self.seconds_left())
         if overran:
             try:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            _readable(self._pidfd, 10.0)
+            readable(self._pidfd, 10.0)
         self._reader.join(10.0)
         self._writer.join(10.0)
         os.close(self._pidfd)
@@ -149,12 +149,12 @@ class JudgeRun:
             out_of_memory = self._group.out_of_memory()
             self._group.remove()
             self._group = None
-        data = b"".join(chunk for chunk in self._answer if chunk is not _CUT)
+        data = b"".join(chunk for chunk in self._answer if chunk is not CUT)
         if out_of_memory and not data:
             self._result = None, "the grader could not judge this submission's evidence within its memory limit"
         elif overran:
             self._result = None, "the grader could not judge this submission's evidence within its time limit"
-        elif any(chunk is _CUT for chunk in self._answer) or self._reader.is_alive():
+        elif any(chunk is CUT for chunk in self._answer) or self._reader.is_alive():
             self._result = None, "the grader's judge of this submission's evidence answered more than it may"
         elif not data:
             self._result = None, ("the grader could not judge this submission's evidence within its limits (its "
@@ -166,7 +166,7 @@ class JudgeRun:
 
 def _deliver(fd: int, data: bytes) -> None:
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     except OSError:
         pass  # the judge is gone: its end tells how
     finally:

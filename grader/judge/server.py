@@ -68,7 +68,7 @@ def limits_of(request) -> dict:
 
 def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
-    from ..sandbox.process import _write_all
+    from ..sandbox.pipes import write_all
     from .judging import judge_request
     from .protocol import answer, encode
 
@@ -86,12 +86,12 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
         judged = judge_request(data)
         del data
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        _write_all(answer_fd, encode(judged, round(usage.ru_maxrss / 1024, 1),
+        write_all(answer_fd, encode(judged, round(usage.ru_maxrss / 1024, 1),
                                      round(usage.ru_utime + usage.ru_stime, 3)))
         code = 0
     except MemoryError:
         try:
-            _write_all(answer_fd, encode(answer(out_of_memory=True)))
+            write_all(answer_fd, encode(answer(out_of_memory=True)))
             code = 0
         except BaseException:  # noqa: BLE001 - the grader sees an answer missing and says so
             pass

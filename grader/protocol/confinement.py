@@ -9,7 +9,7 @@ say; a report that is missing or malformed claims nothing.
 
 from __future__ import annotations
 
-from ..sandbox.process import CHILD_ENV, _PASSED_THROUGH
+from ..sandbox.process import CHILD_ENV, PASSED_THROUGH
 
 SCRATCH_VARIABLES = ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR")
 NAMESPACE_WORDS = {"pid": "PID", "mount": "mount", "network": "network", "ipc": "IPC"}
@@ -101,7 +101,7 @@ def measures(report) -> tuple[list[str], list[str]]:
         applied.append(f"at most {_mib(report['write_limit'])} written in all, removed afterwards")
     if _int(report.get("file_limit")):
         applied.append(f"files of at most {_mib(report['file_limit'])}")
-    expected = set(CHILD_ENV) | set(SCRATCH_VARIABLES) | set(_PASSED_THROUGH) | {"PATH"}
+    expected = set(CHILD_ENV) | set(SCRATCH_VARIABLES) | set(PASSED_THROUGH) | {"PATH"}
     if set(report["environment"]) <= expected:
         applied.append("a minimal environment")
     missing = [f"{MEASURE_WORDS.get(name, name)} ({why})" for name, why in sorted(report["refused"].items())]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol import records, text, wire
+from .pipes import read_capped, readable, write_all
 
 MAX_EVIDENCE_BYTES = 24 * 1024 * 1024  # a correct run sends about 1 MB
 MAX_EVIDENCE_TOKENS = 1_000_000  # JSON values in all the evidence (a correct run sends a few thousand)
@@ -59,7 +59,7 @@ CHILD_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "OMP_NUM_THREADS": "1",
 }
-_PASSED_THROUGH = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+PASSED_THROUGH = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 class LaunchFailed(Exception):
@@ -193,15 +193,15 @@ class GradingProcess:
         self._status_fd = pipes["status"][0]
         control_write = pipes["control"][1]
         self._ends.remove(control_write)  # the control channel closes it
-        self._control = ControlChannel(lambda data: _write_all(control_write, data),
+        self._control = ControlChannel(lambda data: write_all(control_write, data),
                                        lambda: os.close(control_write))
         self._parser = RecordParser(ChildRun(), respond, self._control)
         self._out: list[bytes] = []
         self._err: list[bytes] = []
         self._readers = [
             threading.Thread(target=_read_records, args=(pipes["evidence"][0], self._parser), daemon=True),
-            threading.Thread(target=_read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES), daemon=True),
-            threading.Thread(target=_read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES), daemon=True),
         ]
         for reader in self._readers:
             reader.start()
@@ -209,7 +209,7 @@ class GradingProcess:
             self._ends.remove(pipes[name][0])
         stdin = pipes["stdin"][1]
         try:
-            _write_all(stdin, json.dumps(job).encode("utf-8"))
+            write_all(stdin, json.dumps(job).encode("utf-8"))
         except OSError:
             pass  # the keeper is gone already: wait() tells how it ended
         finally:
@@ -232,7 +232,7 @@ class GradingProcess:
         return self._pidfd
 
     def ended(self) -> bool:
-        return _readable(self._pidfd, 0)
+        return readable(self._pidfd, 0)
 
     def ready(self) -> bool:
         """Finished, or out of time (``wait`` then ends it at once)."""
@@ -266,7 +266,7 @@ class GradingProcess:
         if self._result is not None:
             return self._result
         run = self._parser.run
-        while not _readable(self._pidfd, self.next_look()):
+        while not readable(self._pidfd, self.next_look()):
             if self.seconds_left() <= 0:
                 run.timed_out = True
                 run.startup_timed_out = self._parser.ready_at is None and not self._killed
@@ -296,7 +296,7 @@ class GradingProcess:
                 signal.pidfd_send_signal(self._pidfd, sig)
             except ProcessLookupError:
                 return
-            if _readable(self._pidfd, grace):
+            if readable(self._pidfd, grace):
                 return
 
     def _abandon(self) -> None:
@@ -350,16 +350,10 @@ class Child(GradingProcess):
             proc.wait()
 
 
-def _readable(fd: int, seconds: float) -> bool:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0, int(seconds * 1000 + 0.999))))
-
-
 def fresh_environment() -> dict:
     """What a child's environment keeps of the grader's: the locale and OpenBLAS's CPU settings;
     the search path is the interpreter's folder and the system's, not the grader's own."""
-    env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])
     return env
 
@@ -437,13 +431,6 @@ class ControlChannel:
             pass
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 def child_environment(scratch: str | None = None) -> dict:
     """Environment variables of a child: quiet TensorFlow, and every home or cache in its scratch folder."""
     env = dict(CHILD_ENV)
@@ -494,25 +481,6 @@ def _read_records(fd: int, parser: "RecordParser") -> None:
             if not block:
                 return
             parser.feed(block)
-
-
-def _read_capped(fd: int, chunks: list[bytes], cap: int) -> None:
-    """Read until EOF, keeping the first ``cap`` bytes and discarding the rest,
-    so a flood of output costs the child time but never the parent memory."""
-    total = 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        while True:
-            block = pipe.read(1 << 16)
-            if not block:
-                return
-            if total < cap:
-                chunks.append(block[: cap - total])
-            total += len(block)
-            if total > cap and len(chunks) and chunks[-1] is not _CUT:
-                chunks.append(_CUT)
-
-
-_CUT = b"\n[... output cut ...]\n"
 
 
 def _text(chunks: list[bytes]) -> str:
