@@ -185,6 +185,8 @@ def pytest_addoption(parser):
                          "was recorded with, else a new one, kept beside the evidence)")
     group.addoption("--record-evidence", action="store_true",
                     help="grade every catalogued submission in a child again, replacing its recording")
+    group.addoption("--update-golden", action="store_true",
+                    help="write the catalogue's verdicts into tests/golden/verdicts.json (review them with git diff)")
 
 
 def pytest_configure(config):

@@ -1,0 +1,73 @@
+"""The catalogue's verdicts, kept in the repository: a change of any check's status, points or
+message, for any catalogued submission, shows as a diff to review.
+
+``tests/golden/verdicts.json`` holds, for every catalogued submission (each exercise's solution,
+stub, mistakes and variants), the status, the score, the error and each check's status, points
+and message. The catalogue is graded with a seed drawn for the run, and a message may quote the
+numbers that seed drew, so every number in a text is kept as ``#``, and the folder the catalogue
+was written to as ``<catalog>``. ``pytest tests/test_golden_verdicts.py --update-golden`` writes
+the file anew from this run's verdicts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?(?![\w])", re.IGNORECASE)
+CATALOG_FOLDER = re.compile(r"\S*/catalog\d*(?=/)")
+# a mask picture's rows (its keys and queries: the padding the seed drew) and a tensor's values as the
+# student's exception prints them (NumPy spaces and cuts them by their digits)
+PICTURE_ROW = re.compile(r"^ +(?:yours|keys|query)\b.*$", re.MULTILINE)
+TENSOR_VALUES = re.compile(r"numpy=.*", re.DOTALL)
+
+
+def masked(text: str | None) -> str | None:
+    """A text with the run's numbers, the mask pictures' rows, printed tensor values and the
+    catalogue's folder left out."""
+    if text is None:
+        return None
+    text = TENSOR_VALUES.sub("numpy=<values>", CATALOG_FOLDER.sub("<catalog>", text))
+    return re.sub(r"(?:<picture>\n?)+", "<picture>\n", PICTURE_ROW.sub("<picture>", NUMBER.sub("#", text))).rstrip("\n")
+
+
+def golden_form(verdict) -> dict:
+    return {
+        "status": verdict.status, "score": verdict.score, "max_score": verdict.max_score,
+        "error": masked(verdict.error),
+        "checks": [[c.id, c.status, c.points, masked(c.message)] for c in verdict.checks],
+    }
+
+
+def test_masking_keeps_the_words_and_leaves_out_the_numbers_and_the_folder():
+    assert masked("Observed: 16 weights, max |difference| 3.2e-05 at position -1 of (2, 8)") == \
+        "Observed: # weights, max |difference| # at position # of (#, #)"
+    assert masked("norm_2 and layer1 stay; x1.5 too") == "norm_2 and layer1 stay; x1.5 too"
+    assert masked("/tmp/pytest-of-root/pytest-9/catalog0/exercise3/stub.py raised") == "<catalog>/exercise3/stub.py raised"
+    picture = ("Mask for sequence 1:\n           yours         expected\n  keys     0 1 p   0 1 p\n"
+               "  query 0  \u25a0 \u25a0 \u25a0   \u25a0 \u25a0 \u00b7\n  query 2p               \u25a0 \u25a0 \u00b7\nExpected: padded keys hidden.")
+    assert masked(picture) == "Mask for sequence #:\n<picture>\nExpected: padded keys hidden."
+    assert masked("raised ValueError: Inputs received: [<tf.Tensor: shape=(2, 6), numpy=\n array([[1.5, 2.25]") == \
+        "raised ValueError: Inputs received: [<tf.Tensor: shape=(#, #), numpy=<values>"
+
+
+def test_every_catalogued_verdict_is_the_one_kept_in_the_repository(catalog_verdicts, request):
+    if os.environ.get("GRADE_CATALOG_ONLY"):
+        pytest.skip("GRADE_CATALOG_ONLY grades a part of the catalogue")
+    now = {f"{exercise}/{name}": golden_form(verdict) for (exercise, name), verdict in sorted(catalog_verdicts.items())}
+    text = json.dumps(now, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    if request.config.getoption("--update-golden"):
+        GOLDEN.write_text(text, encoding="utf-8")
+        return
+    assert GOLDEN.is_file(), f"{GOLDEN} is missing: pytest tests/test_golden_verdicts.py --update-golden writes it"
+    kept = GOLDEN.read_text(encoding="utf-8")
+    if kept != text:
+        diff = "".join(list(difflib.unified_diff(kept.splitlines(True), text.splitlines(True), "kept", "now"))[:200])
+        pytest.fail("the catalogue's verdicts changed; if the change is meant, run pytest "
+                    f"tests/test_golden_verdicts.py --update-golden and review git diff:\n{diff}", pytrace=False)
