@@ -509,3 +509,47 @@ def test_all_backends_says_why_a_backend_could_not_grade_as_its_own_run_does():
     assert "keras.ops.shape runs on all three" in shown
     assert "NameError: name 'x' is not defined at line 12" in shown
     assert "The submission could not be graded on JAX" not in shown  # the row says it already
+
+
+# ----------------------------------------------------------------------------- the tensor operators
+OPERATORS_SCRIPT = r'''
+import json, keras, numpy as np
+from grader.probe.op_tape import _OPERATORS, OpRecorder, OpTape, tensor_classes
+
+x = keras.ops.convert_to_tensor(np.arange(1.0, 5.0).reshape(2, 2))
+b = keras.ops.convert_to_tensor(np.array([[True, False], [False, True]]))
+tape = OpTape({"x": x, "b": b})
+recorded, missing = [], []
+with OpRecorder(lambda: tape):
+    for dunder, (name, _) in _OPERATORS.items():
+        operand = b if name.startswith("logical") else x
+        if not hasattr(type(operand), dunder):
+            missing.append(dunder)
+            continue
+        method = getattr(operand, dunder)
+        count = len(tape.records)
+        if dunder in ("__neg__", "__invert__", "__abs__"):
+            method()
+        elif dunder == "__getitem__":
+            method(0)
+        else:
+            method(x if name == "matmul" else b if name.startswith("logical") else 2.0)
+        recorded.append([dunder, [r["op"] for r in tape.records[count:]]])
+print(json.dumps({"classes": [c.__name__ for c in tensor_classes()], "recorded": recorded, "missing": missing}))
+'''
+
+
+@pytest.mark.parametrize("backend", [pytest.param("tensorflow"), *OTHER_BACKENDS])
+def test_every_tensor_operator_is_recorded_on_every_backend(backend):
+    """A custom layer's arithmetic, comparisons, logic and indexing on the backend's own tensors (not
+    only keras.ops) are what the replay follows: each operator the tape hooks records exactly its own
+    operation, on TensorFlow's tensors, JAX's arrays and PyTorch's tensors alike."""
+    from grader.probe.op_tape import _OPERATORS
+
+    shown = subprocess.run([sys.executable, "-c", OPERATORS_SCRIPT], capture_output=True, text=True,
+                           env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    result = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert result["classes"] and result["missing"] == []
+    assert {dunder: ops for dunder, ops in result["recorded"]} == {
+        dunder: [name] for dunder, (name, _) in _OPERATORS.items()}
