@@ -28,7 +28,7 @@ from grader import cli, exercises
 from grader.explain import run as explain_module
 from grader.explain.run import Explanation, Plan, explain, read_run
 from grader.explain.claims import (
-    CLAIMS, INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, VERDICTS, RecordError, all_claims, inputs_differ,
+    CLAIMS, INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, RecordError, all_claims, inputs_differ,
     parameter_count, parameters_diverge, shared_couples, sharing_cost, validate_seed, validate_structure,
 )
 from grader.explain.report import render, sparkline
@@ -78,7 +78,7 @@ def assert_contract(document: dict):
     assert [c["id"] for c in document["claims"]] == CLAIM_IDS
     for claim in document["claims"]:
         assert set(claim) == {"id", "claim", "measured", "verdict", "summary"}
-        assert claim["verdict"] in VERDICTS and claim["summary"] and claim["claim"] == CLAIMS[claim["id"]]
+        assert claim["verdict"] in (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE) and claim["summary"] and claim["claim"] == CLAIMS[claim["id"]]
         assert isinstance(claim["measured"], dict) and claim["measured"]["criterion"]
         assert all(math.isfinite(n) for n in numbers(claim["measured"]))
 

@@ -289,7 +289,7 @@ def test_a_message_is_bounded_and_must_be_an_object():
 def test_what_reaches_a_grading_is_part_of_the_servers_identity():
     from grader.sandbox import process
 
-    assert set(process._PASSED_THROUGH) <= set(place.ENVIRONMENT)
+    assert set(process.PASSED_THROUGH) <= set(place.ENVIRONMENT)
     base = dict(os.environ)
     base.pop("LANG", None)
     assert place.identity(base) != place.identity(dict(base, LANG="C.UTF-8"))
