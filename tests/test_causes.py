@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grader.causes import root_causes, told_once
 from grader.notebook import topic_report
 from grader.integrations.platforms import gradescope_results, prairielearn_results
@@ -107,3 +109,44 @@ def test_a_check_skipped_because_of_a_skipped_check_points_to_the_failure_at_the
     # a chain that comes back on itself, or ends at no failure, is left as it was
     assert by_id["mask.causal"].cause == "mask.lengths" and by_id["mask.lengths"].cause == "mask.causal"
     assert by_id["forward.inference"].cause == "config.keras_file"
+
+
+def test_shapes_that_name_a_swapped_cross_attention_say_so_and_nothing_generic():
+    """A tensor of the encoder's length where the target's belongs is the cross-attention's query and
+    value swapped, told by the shapes alone: a residual sum of both lengths, or scores whose queries
+    are the encoder's. Other mismatches keep the exercise's checklist."""
+    from grader.judge.advice import parts_of, shape_mismatch
+
+    decoder = parts_of({"dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2},
+                        "input_shape": [3, 5, 8], "encoder_shape": [3, 7, 8]})
+    residual = shape_mismatch("3,5,8", "3,7,8", "x + crossed", decoder)
+    assert "this one's query was the encoder outputs" in residual and "Check the width" not in residual
+    scores = shape_mismatch("3,2,7,5", "3,1,1,7", "", decoder)
+    assert "scores of 7 queries by 5 keys" in scores and "Check the width" not in scores
+    for left, right in (("3,5,8", "3,5,16"), ("3,2,5,7", "3,1,1,5"), ("5", "7")):  # a width; a mask; unclear
+        assert "Check the width of the last Dense" in shape_mismatch(left, right, "", decoder)
+    encoder = parts_of({"dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}, "input_shape": [3, 5, 8]})
+    assert "cross_attention" not in encoder and "query" not in shape_mismatch("3,5,8", "3,7,8", "", encoder)
+
+
+@pytest.mark.parametrize("exercise_id, residuals", [
+    ("exercise3", "the attention residual, the feed-forward residual"),
+    ("ch15_encoder", "the attention residual, the feed-forward residual"),
+    ("exercise4", "the self-attention residual, the cross-attention residual, the feed-forward residual"),
+    ("ch15_decoder", "the self-attention residual, the cross-attention residual, the feed-forward residual"),
+])
+def test_a_shared_norm_is_explained_by_the_exercises_own_residuals(catalog_verdicts, exercise_id, residuals):
+    """The decoder's three residual blocks, not the encoder's two: no sentence about parts the layer lacks."""
+    failed = [c for c in catalog_verdicts[(exercise_id, "mistake_shared_norm")].checks if c.status == "failed"]
+    assert failed and residuals in failed[0].message
+
+
+def test_a_lambda_of_a_python_lambda_is_told_why_it_does_not_load_and_what_does(catalog_verdicts):
+    """Keras refuses to load a Python lambda's bytecode without safe_mode=False: the student is told so,
+    with the two ways that load anywhere; a long error line is cut after a word, never inside one."""
+    checks = {c.id: c for c in catalog_verdicts[("exercise5", "mistake_lambda_layer_drops_the_mask")].checks}
+    message = checks["config.keras_file"].message
+    assert "safe_mode=False" in message and "register_keras_serializable" in message and "a layer of your own" in message
+    from grader.judge.evidence import _first_lines
+
+    assert _first_lines("deserialization " * 40).endswith("deserialization [… cut]")  # after a word, not inside

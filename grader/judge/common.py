@@ -24,13 +24,19 @@ from .ops import View, role_shape
 LAYER_NAME = "layer_under_test"
 DENSE_KINDS = ("dense", "conv", "einsum_dense")  # what computes a Dense at each position
 
-SHARED_NORM_WHY = (
-    "Each LayerNormalization learns its own scale (gamma) and shift (beta). Each norm sees a "
-    "different residual sum — the attention residual, the feed-forward residual — whose "
-    "statistics differ, so each needs parameters fitted to its own input. The original "
-    "Transformer gives every residual sub-block its own norm, and one shared norm couples the "
-    "updates: every step moves gamma and beta for all positions at once."
-)
+def shared_norm_why(count: int) -> str:
+    """Why each of ``count`` residual blocks needs a norm of its own, naming the exercise's residuals."""
+    residuals = ("the attention residual, the feed-forward residual" if count < 3 else
+                 "the self-attention residual, the cross-attention residual, the feed-forward residual")
+    return (
+        "Each LayerNormalization learns its own scale (gamma) and shift (beta). Each norm sees a "
+        f"different residual sum — {residuals} — whose "
+        "statistics differ, so each needs parameters fitted to its own input. The original "
+        "Transformer gives every residual sub-block its own norm, and one shared norm couples the "
+        "updates: every step moves gamma and beta for all positions at once."
+    )
+
+
 ONE_NORM_WHY = (
     "A LayerNormalization learns its own scale (gamma) and shift (beta), fitted to the residual sum it "
     "normalises; without them trainable it can only standardise, and the block cannot learn the scale "
@@ -317,7 +323,7 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
 
 
 def assert_distinct_norms(structure: Structure, count: int, positions: str) -> None:
-    why = SHARED_NORM_WHY if count > 1 else ONE_NORM_WHY
+    why = shared_norm_why(count) if count > 1 else ONE_NORM_WHY
     steps = structure.norm_steps
     instances = list(dict.fromkeys(s.event["layer"] for s in steps))
     gammas = [s.params.get("gamma") for s in steps]
@@ -352,8 +358,9 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
 
 
 def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[str], values: dict,
-                           shared_seen: bool = False, why: str = SHARED_NORM_WHY) -> None:
+                           shared_seen: bool = False, why: str | None = None) -> None:
     steps = structure.norm_steps
+    why = why or shared_norm_why(len(steps))
     if not steps:
         fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", why)
     problems = []
@@ -418,7 +425,7 @@ def shared_norm_reason(structure: Structure) -> tuple[list[str], str | None]:
     if not reused:
         return [], None
     return [f"one LayerNormalization instance is called at {reused + 1} norm positions, so the gamma and beta "
-            "of the other norm are missing"], SHARED_NORM_WHY
+            "of the other norm are missing"], shared_norm_why(len(structure.norm_steps))
 
 
 def attention_hints(structure: Structure, dims: dict, values: dict,
@@ -574,22 +581,22 @@ def key_biases(structure: Structure) -> set[str]:
 def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:
     norms = structure.norm_steps
     if len(norms) < count:
-        fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", SHARED_NORM_WHY)
+        fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", shared_norm_why(count))
     for name in ("gamma", "beta"):
         keys = [n.params.get(name) for n in norms[:count]]
         if any(k is None for k in keys):
-            fail(f"a norm without {name}.", "gamma and beta in every norm.", SHARED_NORM_WHY)
+            fail(f"a norm without {name}.", "gamma and beta in every norm.", shared_norm_why(count))
         if len(set(keys)) < len(keys):
             fail(
                 f"several norm positions use one {name} variable, so they receive one gradient: "
                 "the sum of what each residual block asks for.",
                 f"one {name} variable per norm, each with the gradient of its own position.",
-                SHARED_NORM_WHY,
+                shared_norm_why(count),
             )
         for key in keys:
             if key not in report.reported or report.reported[key] is None:
                 fail(f"no gradient for a norm's {name} (is the norm trainable?).", "a gradient for each norm.",
-                     SHARED_NORM_WHY)
+                     shared_norm_why(count))
             if not report.agrees(key):
                 fail(f"a norm's {name} gradient is not the gradient of the layer's output.",
                      "each norm's exact gradient.", "See gradients.all_variables.")
@@ -600,7 +607,7 @@ def assert_norm_gradients_differ(report: GradientReport, structure: Structure, c
                     fail(
                         f"norms {a + 1} and {b + 1} receive identical {name} gradients.",
                         "different gradients: each norm sees a differently distributed input.",
-                        SHARED_NORM_WHY,
+                        shared_norm_why(count),
                     )
 
 
@@ -609,7 +616,7 @@ def assert_norms_diverge(evidence, observed: analysis.Observed, structure: Struc
     after = {str(k): v for k, v in (data.get("after_steps") or {}).items()}
     norms = structure.norm_steps[:count]
     if len(norms) < count:
-        fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", SHARED_NORM_WHY)
+        fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", shared_norm_why(count))
     keys = [str(k) for k in data.get("variables") or []]
     parameters = analysis.values(evidence)
     expected = analysis.sgd(observed.run, parameters, [k for k in keys if k in parameters],
@@ -619,7 +626,7 @@ def assert_norms_diverge(evidence, observed: analysis.Observed, structure: Struc
     for position, step in enumerate(norms, start=1):
         gamma = step.params.get("gamma")
         if gamma is None:
-            fail(f"norm {position} has no gamma.", "a trainable gamma.", SHARED_NORM_WHY)
+            fail(f"norm {position} has no gamma.", "a trainable gamma.", shared_norm_why(count))
         if gamma not in after or gamma not in expected:
             fail(
                 f"norm {position}'s gamma did not change in {steps} SGD steps.",
@@ -638,7 +645,7 @@ def assert_norms_diverge(evidence, observed: analysis.Observed, structure: Struc
                 fail(
                     f"after {steps} SGD steps norms {a + 1} and {b + 1} still hold identical gamma and beta.",
                     "each norm's parameters following their own gradients apart.",
-                    SHARED_NORM_WHY,
+                    shared_norm_why(count),
                 )
 
 

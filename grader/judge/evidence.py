@@ -11,6 +11,7 @@ import numpy as np
 
 import pytest
 
+from ..protocol.text import cut
 from ..sandbox.process import ChildRun, looks_out_of_memory
 from . import budget
 from .advice import parts_of, shape_mismatch
@@ -224,13 +225,20 @@ def explain_error(kind: str, message: str, frames: list[dict], parts: set[str] |
             "subclass" in message.lower():
         return ("Call super().__init__(**kwargs) as the first line of __init__: a Keras layer sets up its "
                 "tracking of weights and sublayers there, before any attribute is assigned.")
+    if "deserialization of a `Lambda` layer whose `function` is a Python lambda" in message:
+        return ("A Lambda layer of a Python lambda is saved as bytecode, which Keras refuses to load unless told "
+                "the file is trusted (safe_mode=False): nobody who loads your model should have to. Give the "
+                "Lambda a named function registered with @keras.saving.register_keras_serializable(), or "
+                "write the computation as a layer of your own (a class with call(); supports_masking = True "
+                "if the mask must pass through it).")
     if "KerasTensor cannot be used as input to a TensorFlow function" in message:
         return ("In a functional model your layer receives symbolic KerasTensors, which TensorFlow functions "
                 "(tf.*) cannot take: use keras.ops instead (keras.ops.not_equal, keras.ops.expand_dims, ...).")
     shapes = re.search(r"Incompatible shapes: \[([0-9,]+)\] vs\. \[([0-9,]+)\]", message) or \
-        re.search(r"Dimensions must be equal, but are (\d+) and (\d+)", message)
+        re.search(r"Dimensions must be equal, but are (\d+) and (\d+)", message) or \
+        re.search(r"Incompatible shapes for broadcasting: shapes=\[\(([0-9, ]+)\), \(([0-9, ]+)\)\]", message)
     if shapes:
-        return shape_mismatch(shapes.group(1), shapes.group(2), code, parts)
+        return shape_mismatch(shapes.group(1).replace(" ", ""), shapes.group(2).replace(" ", ""), code, parts)
     if kind == "AttributeError" and "'NoneType' object has no attribute" in message:
         return "A value was None where a tensor was expected: does every function you call end with `return`?"
     return None
@@ -242,7 +250,7 @@ def _out_of_memory(error: dict) -> bool:
 
 def _first_lines(text: str, limit: int = 6) -> str:
     lines = [line for line in str(text).strip().splitlines() if line.strip()]
-    shown = "\n    ".join(line[:300] for line in lines[:limit])
+    shown = "\n    ".join(cut(line, 300) for line in lines[:limit])  # each line after a word
     return shown + ("\n    ..." if len(lines) > limit else "")
 
 

@@ -79,6 +79,13 @@ MISTAKES = layer_api_mistakes(
         "call returned a tuple",
     ),
     Mistake(
+        "cross_attention_query_and_value_swapped",
+        edit((CROSS_ATTEND, "x = self.cross_attention(query=source, key=x, value=x, attention_mask=mask)")),
+        ("api.output_shape",),
+        "were the query, the target sequence (5) the keys",
+        causes=1,
+    ),
+    Mistake(
         "shared_norm",
         edit(("self.cross_attention_layernorm = layers.LayerNormalization()",
               "self.cross_attention_layernorm = self.self_attention_layernorm")),

@@ -66,6 +66,15 @@ MISTAKES = layer_api_mistakes(
         causes=1,
     ),
     Mistake(
+        # query and value swapped: the output is as long as the encoder's, and the residual sum says so; the
+        # report names the swap, not a checklist of widths
+        "cross_attention_query_and_value_swapped",
+        edit((CROSS_ATTEND, "crossed = self.attention_2(encoder_outputs, attended, attention_mask=cross_mask)")),
+        ("api.output_shape",),
+        "The cross-attention's query must be the decoder's own sequence",
+        causes=1,
+    ),
+    Mistake(
         "cross_mask_ignored",
         edit((CROSS_ATTEND, "crossed = self.attention_2(attended, encoder_outputs)")),
         ("mask.cross_attention_mask", "mask.encoder_padding_invariance"),
@@ -93,11 +102,9 @@ MISTAKES = layer_api_mistakes(
     ),
 ]
 
-VARIANTS = [
-    Variant(
-        "use_causal_mask_argument",
-        edit(
-            ("""        length = keras.ops.shape(inputs)[1]
+# The causal mask left to MultiHeadAttention (use_causal_mask=True), the padding mask passed as given.
+USE_CAUSAL_MASK = (
+    ("""        length = keras.ops.shape(inputs)[1]
         """ + CAUSAL + """
         self_mask = keras.ops.expand_dims(causal, axis=0)
         if inputs_mask is not None:
@@ -107,7 +114,14 @@ VARIANTS = [
         if inputs_mask is not None:
             self_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
 """),
-            (SELF_ATTEND, "attended = self.attention_1(inputs, inputs, attention_mask=self_mask, use_causal_mask=True)"),
+    (SELF_ATTEND, "attended = self.attention_1(inputs, inputs, attention_mask=self_mask, use_causal_mask=True)"),
+)
+
+VARIANTS = [
+    Variant(
+        "use_causal_mask_argument",
+        edit(
+            *USE_CAUSAL_MASK,
         ),
     ),
     Variant(
@@ -303,17 +317,7 @@ class ForwardingAttention(layers.MultiHeadAttention):
 VARIANTS.append(Variant(
     "attention_subclass_with_use_causal_mask",
     edit(
-        ("""        length = keras.ops.shape(inputs)[1]
-        """ + CAUSAL + """
-        self_mask = keras.ops.expand_dims(causal, axis=0)
-        if inputs_mask is not None:
-            padding = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
-            self_mask = keras.ops.logical_and(self_mask, padding)
-""", """        self_mask = None
-        if inputs_mask is not None:
-            self_mask = keras.ops.expand_dims(keras.ops.cast(inputs_mask, "bool"), axis=1)
-"""),
-        (SELF_ATTEND, "attended = self.attention_1(inputs, inputs, attention_mask=self_mask, use_causal_mask=True)"),
+        *USE_CAUSAL_MASK,
         ("self.attention_1 = layers.MultiHeadAttention(", "self.attention_1 = ForwardingAttention("),
         ("\n\nclass TransformerDecoder(", FORWARDING_ATTENTION + "\nclass TransformerDecoder("),
     ),
