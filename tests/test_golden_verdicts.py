@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?(?![\w])", re.IGNORECASE)
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?(?![\w])", re.IGNORECASE)
 CATALOG_FOLDER = re.compile(r"\S*/catalog\d*(?=/)")
 # a mask picture's rows (its keys and queries: the padding the seed drew) and a tensor's values as the
 # student's exception prints them (NumPy spaces and cuts them by their digits)
@@ -49,6 +49,7 @@ def test_masking_keeps_the_words_and_leaves_out_the_numbers_and_the_folder():
     assert masked("Observed: 16 weights, max |difference| 3.2e-05 at position -1 of (2, 8)") == \
         "Observed: # weights, max |difference| # at position # of (#, #)"
     assert masked("norm_2 and layer1 stay; x1.5 too") == "norm_2 and layer1 stay; x1.5 too"
+    assert masked("key_dim=8. 16 weights, 2.") == "key_dim=#. # weights, #."  # a sentence's full stop stays
     assert masked("/tmp/pytest-of-root/pytest-9/catalog0/exercise3/stub.py raised") == "<catalog>/exercise3/stub.py raised"
     picture = ("Mask for sequence 1:\n           yours         expected\n  keys     0 1 p   0 1 p\n"
                "  query 0  \u25a0 \u25a0 \u25a0   \u25a0 \u25a0 \u00b7\n  query 2p               \u25a0 \u25a0 \u00b7\nExpected: padded keys hidden.")

@@ -402,10 +402,10 @@ def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], 
     wanted = Counter(expected)
     if observed == wanted:
         return
-    hint = (" " + "; ".join(hints) + ".") if hints else ""
+    said = ("; ".join(hints) + ". ") if hints else ""  # what differs first, in the exercise's words
     fail(
-        f"{sum(observed.values())} trainable weights; missing shapes {shape_list(wanted - observed)}, "
-        f"unexpected shapes {shape_list(observed - wanted)}.{hint}",
+        f"{said[:1].upper()}{said[1:]}{sum(observed.values())} trainable weights; missing shapes "
+        f"{shape_list(wanted - observed)}, unexpected shapes {shape_list(observed - wanted)}.",
         f"{sum(wanted.values())} trainable weights: {summary}.",
         why or "The weight list is the layer's architecture: a different width or a missing "
         "trainable part changes what the layer can learn.",
@@ -428,17 +428,28 @@ def shared_norm_reason(structure: Structure) -> tuple[list[str], str | None]:
             "of the other norm are missing"], shared_norm_why(len(structure.norm_steps))
 
 
+_ORDINALS = {0: "first", 1: "second", 2: "third"}
+
+
 def attention_hints(structure: Structure, dims: dict, values: dict,
                     expected_key_dim: tuple[int, str] | None = None) -> list[str]:
     """Sizes of the attention and the feed-forward that differ from the exercise's. The attention's
     ``key_dim`` is ``embed_dim`` unless ``expected_key_dim`` says (its value, how the book writes it)."""
     want, rule = expected_key_dim or (dims["embed_dim"], "embed_dim")
     hints = []
-    for step in structure.of("attention")[:1]:
-        heads = step.constants.get("num_heads")
+    steps = structure.of("attention")
+    sizes = []
+    for step in steps:
         kernel = step.params.get("query_kernel")
         key_dim = int(role_shape(kernel, values)[-1]) if kernel in values else step.constants.get("key_dim")
-        name = attention_name(step)
+        sizes.append((step, key_dim, step.constants.get("num_heads")))
+    for index, (step, key_dim, heads) in enumerate(sizes):
+        # one attention, or every one alike: said once; else the one that differs, by its place
+        alike = len(steps) > 1 and all((k, h) == (key_dim, heads) for _, k, h in sizes)
+        if alike and index:
+            break
+        name = (f"every {attention_name(step)}" if alike else attention_name(step) if len(steps) == 1
+                else f"the {_ORDINALS.get(index, f'#{index + 1}')} {attention_name(step)}")
         if key_dim != want:
             hints.append(f"{name} has key_dim={key_dim}; this exercise (like the book) uses "
                          f"key_dim={rule}={want}")

@@ -42,7 +42,7 @@ MISTAKES = layer_api_mistakes(
         edit(("self.attention_2 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)",
               "self.attention_2 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim // num_heads)")),
         ("weights.trainable_list",),
-        "missing shapes",
+        "The second MultiHeadAttention has key_dim=4; this exercise (like the book) uses key_dim=embed_dim=8",
     ),
     Mistake(
         "gradient_cut_by_numpy",
