@@ -24,6 +24,7 @@ WHY = "Why it matters:"
 EXCEPTION_WORDS = ("Error", "Exception", "Exit", "Interrupt")
 DOTTED_NAME = re.compile(r"[A-Za-z_.]+")
 STUDENT_LINE = re.compile(r"^\s+at (?:line \d+|.+), in ")  # anchored, one way to match: linear
+STUDENT_METHOD = re.compile(r"^at (?:line \d+|[^,\n]*), in (\w+)")  # the method of a stripped student line
 
 # When the first check fails, a failure of the others follows from it: they use what it checks (a
 # layer whose call returns no tensor fails everything after; a config without a key cannot be
@@ -82,7 +83,20 @@ def _root(group: list, position: dict):
         return found
 
     sources = [c for c in group if not any(explains(other, c) for other in group)] or group
-    return min(sources, key=lambda c: (-len(explained_by(c)), position[c.id]))
+    return min(sources, key=lambda c: (-len(explained_by(c)), not _about_its_crash(c), position[c.id]))
+
+
+# The topic of the checks about a method of the student's layer: a crash in it is told by one of them
+# (a compute_mask that raises fails the save too, and is a mask mistake)
+METHOD_TOPICS = {"compute_mask": "mask", "get_config": "config", "from_config": "config"}
+
+
+def _about_its_crash(check) -> bool:
+    """Whether the check is of the topic of the method its message's crash happened in (the last line
+    of the student's file it passed through)."""
+    lines = [line for line in crash_of(check.message).splitlines()[1:]]
+    method = STUDENT_METHOD.search(lines[-1]) if lines else None
+    return method is not None and METHOD_TOPICS.get(method.group(1)) == check.topic
 
 
 def follows(upstream: str, downstream: str) -> bool:

@@ -49,8 +49,9 @@ def test_the_same_crash_in_two_checks_and_a_check_named_as_the_reason_join_one_c
         check("forward.other", "failed", 1, "Observed: wrong.\nExpected: right.\nWhy it matters: a different reason."),
     ]
     causes = root_causes(checks)
-    assert [c.root.id for c in causes] == ["config.keras_file", "forward.other"]  # the first in report order
-    assert [c.id for c in causes[0].also] == ["mask.functional", "forward.sum"]
+    # told by the check of the method it crashed in (compute_mask: the mask), not the first in report order
+    assert [c.root.id for c in causes] == ["mask.functional", "forward.other"]
+    assert [c.id for c in causes[0].also] == ["config.keras_file", "forward.sum"]
 
 
 def test_a_check_whose_failure_explains_another_tells_their_cause_wherever_it_is_listed():

@@ -78,6 +78,8 @@ MISTAKES = layer_api_mistakes(
         edit((MASK_LINE, "        return tf.math.not_equal(inputs, 0)\n"), prefix="import tensorflow as tf\n"),
         ("mask.functional",),
         "KerasTensor cannot be used as input to a TensorFlow function",
+        causes=1,  # the save raises on the same line: one mistake, a mask mistake
+        first="mask.functional",
     ),
 ]
 
