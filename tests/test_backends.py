@@ -514,7 +514,8 @@ def test_all_backends_says_why_a_backend_could_not_grade_as_its_own_run_does():
 # ----------------------------------------------------------------------------- the tensor operators
 OPERATORS_SCRIPT = r'''
 import json, keras, numpy as np
-from grader.probe.op_tape import _OPERATORS, OpRecorder, OpTape, tensor_classes
+from grader.probe.backends import tensor_classes
+from grader.probe.op_tape import _OPERATORS, OpRecorder, OpTape
 
 x = keras.ops.convert_to_tensor(np.arange(1.0, 5.0).reshape(2, 2))
 b = keras.ops.convert_to_tensor(np.array([[True, False], [False, True]]))

@@ -136,6 +136,28 @@ def preload(name: str) -> None:
         import torch  # noqa: F401
 
 
+def tensor_classes() -> tuple[type, ...]:
+    """The classes of the running backend's tensors, whose operators a custom layer computes with
+    (``grader.probe.op_tape`` records them): TensorFlow's tensors; JAX's arrays and the tracers that
+    stand for them while a function is traced; PyTorch's tensors."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow
+
+        return (tensorflow.Tensor,)
+    if backend == "jax":
+        import jax
+
+        return (type(jax.numpy.zeros(())), jax.core.Tracer)
+    if backend == "torch":
+        import torch
+
+        return (torch.Tensor,)
+    return ()
+
+
 def is_symbolic(values) -> bool:
     """Whether a layer call on ``values`` (its arguments) is Keras tracing the layer, not computing.
 

@@ -38,6 +38,7 @@ import keras
 import numpy as np
 
 from .. import keras_ops
+from . import backends
 
 MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
 MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
@@ -65,25 +66,6 @@ def _package_folders() -> tuple[str, ...]:
     folders = [os.path.dirname(os.path.realpath(m.__file__)) + os.sep
                for m in modules if m is not None and getattr(m, "__file__", None)]
     return tuple(folders) + (os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,)
-
-
-def tensor_classes() -> tuple[type, ...]:
-    """The classes whose operators the tape hooks, on every backend: TensorFlow's tensors; JAX's
-    arrays and the tracers that stand for them while a function is traced; PyTorch's tensors."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return (tf.Tensor,)
-    if backend == "jax":
-        import jax
-
-        return (type(jax.numpy.zeros(())), jax.core.Tracer)
-    if backend == "torch":
-        import torch
-
-        return (torch.Tensor,)
-    return ()
 
 
 class OpTape:
@@ -241,7 +223,7 @@ class OpRecorder:
                         or inspect.ismodule(value):
                     continue
                 self._patch(module, name, self._wrap(value, prefix + name))
-        for tensor in tensor_classes():
+        for tensor in backends.tensor_classes():
             for dunder, (name, reflected) in _OPERATORS.items():
                 original = tensor.__dict__.get(dunder) or getattr(tensor, dunder, None)
                 if original is not None:
