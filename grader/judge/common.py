@@ -443,12 +443,10 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
         kernel = step.params.get("query_kernel")
         key_dim = int(role_shape(kernel, values)[-1]) if kernel in values else step.constants.get("key_dim")
         sizes.append((step, key_dim, step.constants.get("num_heads")))
-    for index, (step, key_dim, heads) in enumerate(sizes):
-        # one attention, or every one alike: said once; else the one that differs, by its place
-        alike = len(steps) > 1 and all((k, h) == (key_dim, heads) for _, k, h in sizes)
-        if alike and index:
-            break
-        name = (f"every {attention_name(step)}" if alike else attention_name(step) if len(steps) == 1
+    # one attention, or every one alike: said once; else each that differs, by its place
+    alike = len(sizes) > 1 and len({(k, h) for _, k, h in sizes}) == 1
+    for index, (step, key_dim, heads) in enumerate(sizes[:1] if alike else sizes):
+        name = (f"every {attention_name(step)}" if alike else attention_name(step) if len(sizes) == 1
                 else f"the {_ORDINALS.get(index, f'#{index + 1}')} {attention_name(step)}")
         if key_dim != want:
             hints.append(f"{name} has key_dim={key_dim}; this exercise (like the book) uses "
