@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 
 from .protocol import confinement
-from . import exercises
+from . import compiled as compiled_operations, exercises
 from .exercises.reads import policy as grading_reads
 from .sandbox.process import STARTUP_SECONDS, Child, ChildRun
 from .submission import Source, SubmissionError, read_submission
@@ -29,18 +29,30 @@ def _default_judges():
     return shared_judges()
 
 
+def _solution_ran(exercise, settings: Settings, runner, judges, compiled: dict) -> bool:
+    """Grade ``exercise``'s own solution with ``compiled`` (``grader.compiled`` fills its folder this
+    way); whether the run finished cleanly."""
+    own = Settings(seed=0, timeout=settings.timeout, memory_mb=settings.memory_mb, backend=settings.backend)
+    grading = Grading(exercise.id, exercise.solution, own, runner=runner, judges=judges, compiled=compiled)
+    verdict = grading.finish()
+    run = grading.run
+    return (verdict.status != "error" and run is not None and run.finished and not run.timed_out
+            and not run.memory_exceeded)
+
+
 class Grading:
     """One submission being graded: its child starts at construction, the
     verdict is computed by ``finish``. ``grade`` does both; ``grade_pairs``
     keeps several children running at once."""
 
     def __init__(self, exercise_id: str, submission: Path, settings: Settings = Settings(), runner=Child,
-                 refusal: str | None = None, judges=None):
+                 refusal: str | None = None, judges=None, compiled: dict | None = None):
         """``runner(job, source, timeout, memory_mb, respond=...)`` starts the child and returns
         something whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
         pre-imported worker in batch mode (``grader.integrations.batch``). ``judges()`` gives the ``Judges`` that
         judge its evidence (this process's own by default). With ``refusal`` the submission is
-        not read: its verdict is an error that says why."""
+        not read: its verdict is an error that says why. ``compiled`` is the folder of compiled
+        operations the child uses (``grader.compiled``; by default the grader's own, read only)."""
         from .protocol import job as inputs
 
         self.exercise = exercises.get(exercise_id)
@@ -81,10 +93,14 @@ class Grading:
         if self.early_error:
             return  # found without running anything: no child, no TensorFlow
         try:
+            if compiled is None:
+                compiled = compiled_operations.prepare(
+                    self.exercise, settings.backend, lambda entry: _solution_ran(self.exercise, settings, runner,
+                                                                                 judges, entry))
             self.job = inputs.child_job(self.exercise, settings.memory_mb, reads=grading_reads(),
                                         cells=self.source.cells,
                                         private=[*settings.private, str(self.path.parent)],
-                                        backend=settings.backend)
+                                        backend=settings.backend, compiled=compiled)
             self._judges()  # the judge server starts while the child imports TensorFlow
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's

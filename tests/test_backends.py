@@ -21,10 +21,11 @@ from .conftest import WARM_JOBS
 OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
     not backends.installed(name), reason=f"the {backends.title(name)} backend is not installed here "
                                          f"(pip install '.[{name}]')")) for name in ("jax", "torch")]
-# JAX compiles every operation anew in each grading process (about 20 s a grading on two idle cores, minutes
-# on busy ones): the tests give a grading ample time, so that only a wrong verdict fails them
+# JAX compiles what the solution's run did not (grader.compiled) in each grading process (about 10 s a
+# grading on two idle cores, minutes on busy ones): the tests give a grading ample time, so that only a wrong
+# verdict fails them
 SLOW_BACKEND_TIMEOUT = 900.0
-# The whole catalogue on another backend is about 20 s a grading, half an hour on two cores: by default
+# The whole catalogue on another backend is about 10 s a grading, a quarter of an hour on two cores: by default
 # each exercise's solution and correct variants are graded there (what must stay correct everywhere),
 # and every mistake too with GRADE_BACKEND_CATALOG=all.
 EVERY_ENTRY = os.environ.get("GRADE_BACKEND_CATALOG") == "all"

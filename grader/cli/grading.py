@@ -52,7 +52,9 @@ not be graded.
 environment: GRADE_SEED, GRADE_TIMEOUT, GRADE_MEMORY_MB and GRADE_BACKEND set
 the defaults of --seed, --timeout, --memory and --backend; GRADE_STATE_DIR says
 where progress and hints are remembered; GRADE_SERVER=off grades without the
-warm server, GRADE_SERVER_IDLE=SECONDS is its idle time (default 900).
+warm server, GRADE_SERVER_IDLE=SECONDS is its idle time (default 900);
+GRADE_COMPILED=FOLDER is where the operations JAX compiles are kept between
+gradings (default ~/.cache/transformer-exercises/compiled; off keeps none).
 TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
 
 
@@ -325,7 +327,13 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
     from ..student import progress
     from ..report import render
 
-    with console.status(f"Grading {submission} …", spinner="dots"):
+    from .. import compiled
+
+    status = f"Grading {submission} …"
+    if not compiled.filled(exercise, settings.backend):
+        status += (f" (the first grading of {exercise.id} on {settings.backend.upper()} runs the grader's solution "
+                   "too, once, to keep what it compiles for the next ones)")
+    with console.status(status, spinner="dots"):
         if grader is not None:
             verdict = grader(exercise.id, submission, settings)
         else:

@@ -90,7 +90,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
         backend = job.get("backend", "tensorflow")
         backends.select(backend)  # before Keras is imported (the batch worker imported it with the same)
         data["backend"] = backend
-        data.update(backends.start_runtime(backend))
+        data.update(backends.start_runtime(backend, job.get("compiled")))
         import keras
 
         # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own;

@@ -86,8 +86,11 @@ def _idle_ticks() -> dict[int, int]:
     return ticks
 
 
-def start_runtime(name: str) -> dict:
-    """Import Keras and the backend's library, with one thread per pool; their versions."""
+def start_runtime(name: str, compiled: dict | None = None) -> dict:
+    """Import Keras and the backend's library, with one thread per pool; their versions. ``compiled``
+    (``{"folder": ..., "write": bool}``, JAX only) is the folder of operations compiled before: JAX
+    loads an operation from it instead of compiling it again, and writes what it compiles only where
+    ``write`` (the grader's own run of the exercise's solution, never a submission's)."""
     if name == "jax":
         one_cpu()  # in the grading process, before anything runs on JAX: a worker's children choose each their own
     import keras
@@ -110,6 +113,8 @@ def start_runtime(name: str) -> dict:
 
         versions["jax"] = jax.__version__
         versions["jaxlib"] = jaxlib.__version__
+        if compiled is not None:
+            use_compiled(jax, compiled)
     else:
         import torch
 
@@ -120,6 +125,23 @@ def start_runtime(name: str) -> dict:
             pass
         versions["torch"] = torch.__version__
     return versions
+
+
+NEVER = 1e12  # seconds: a compilation that never takes this long is never written
+
+
+def use_compiled(jax, compiled: dict) -> None:
+    """Read JAX's compiled operations from ``compiled["folder"]``; write there only where
+    ``compiled["write"]`` (every compilation, however short: the operations are small)."""
+    folder, write = compiled.get("folder"), compiled.get("write")
+    if not isinstance(folder, str) or not folder or not isinstance(write, bool):
+        raise ValueError("a malformed folder of compiled operations in the job")
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    # XLA's own caches name the folder in the compile options, and so in every key: none (they are GPU's)
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0 if write else NEVER)
 
 
 def preload(name: str) -> None:

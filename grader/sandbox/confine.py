@@ -29,7 +29,7 @@ def confine(scratch: str, setup: dict, limits: dict) -> dict:
     user = privileges.drop(uid, gid, bool(entered.get("user")), int(limits["processes"]))
     refused.update(user.pop("refused"))
     ruleset = landlock.restrict(scratch, landlock.python_paths(), [str(path) for path in limits.get("hidden", [])],
-                                [str(path) for path in limits.get("grant", [])])
+                                [str(path) for path in limits.get("grant", [])], limits.get("compiled"))
     if not ruleset.get("applied"):
         refused["landlock"] = ruleset.get("reason", "not applied")
     syscalls = seccomp.install()

@@ -73,12 +73,15 @@ def abi_version() -> int:
     return _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
 
 
-def restrict(scratch: str, readable: list[str], hidden: list[str] = (), grant: list[str] = ()) -> dict:
+def restrict(scratch: str, readable: list[str], hidden: list[str] = (), grant: list[str] = (),
+             compiled: dict | None = None) -> dict:
     """Apply the rules; return what was applied (for the report header). ``readable`` are the
     Python folders, which stay listable; nothing in a ``hidden`` folder or file (the grader's package,
     the folders submissions were handed in from) can be read, even where it lies inside a readable
     folder, but the files of ``grant``, each alone (its folder stays listable, nothing else in it
-    opens: a file written there later included)."""
+    opens: a file written there later included). The files of ``compiled["folder"]`` (the operations
+    JAX compiled before) open by name, and the folder is not listed, nor written but where
+    ``compiled["write"]``."""
     libc = _libc()
     abi = abi_version()
     if abi < 0:
@@ -96,6 +99,9 @@ def restrict(scratch: str, readable: list[str], hidden: list[str] = (), grant: l
         for path in DEVICE_WRITE_PATHS:
             _allow(libc, ruleset, path, (READ_FILE | WRITE_FILE) & handled)
         _allow(libc, ruleset, scratch, handled)
+        if compiled:
+            # read by name alone: JAX opens the entry of an operation's key, and never lists the folder
+            _allow(libc, ruleset, compiled["folder"], handled if compiled["write"] is True else READ_FILE & handled)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return {"applied": False, "reason": "prctl(PR_SET_NO_NEW_PRIVS) failed"}
         if libc.syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:

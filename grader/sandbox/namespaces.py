@@ -133,12 +133,13 @@ def expose(paths: list[str]) -> list[str]:
     /root): that folder is covered by an empty tmpfs (so nothing else of it shows) holding bind
     mounts of the paths beneath it. Returns the folders covered."""
     needed = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
-    needed = [p for p in needed if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in needed)]
     covers: dict[str, list[str]] = {}
-    for path in needed:
+    for path in needed:  # a path beneath another needs its own cover where a folder between blocks it
         blocker = _blocker(path, -1, listing=False)
         if blocker is not None and blocker != path:
             covers.setdefault(blocker, []).append(path)
+    for folder, beneath in covers.items():  # of one cover's paths, only the outermost are mounted
+        covers[folder] = [p for p in beneath if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in beneath)]
     for folder, beneath in sorted(covers.items(), key=lambda item: len(item[0])):
         handles = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in beneath}
         try:

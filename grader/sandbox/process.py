@@ -99,12 +99,14 @@ class ChildRun:
         return None
 
 
-def limits(timeout: float, memory_mb: int, private=(), reads: dict | None = None) -> dict:
+def limits(timeout: float, memory_mb: int, private=(), reads: dict | None = None, compiled: dict | None = None) -> dict:
     """The limits a child applies to itself and everything it starts. ``reads`` is what the grading
     process may read of the grader's installation, as the grader declares it
     (``grader.exercises.reads.policy``): the files it is granted, and the folders closed to it even
     where they lie inside folders it reads (the package, the project around it); ``private`` are more
-    folders closed to it (the folders submissions come from). Without ``reads``, the whole package."""
+    folders closed to it (the folders submissions come from). Without ``reads``, the whole package.
+    ``compiled`` is the folder of compiled operations it may read (``grader.compiled``), and write
+    where ``compiled["write"]``."""
     reads = reads if reads is not None else {"grant": [], "closed": [_package_folder()]}
     closed = [os.path.realpath(str(path)) for path in reads.get("closed", ())]
     private = [os.path.realpath(str(path)) for path in private]
@@ -116,7 +118,9 @@ def limits(timeout: float, memory_mb: int, private=(), reads: dict | None = None
     hidden = list(dict.fromkeys([*closed, *private]))
     return {"timeout": float(timeout), "startup": STARTUP_SECONDS, "memory_mb": int(memory_mb),
             "file_bytes": MAX_FILE_BYTES, "write_bytes": MAX_WRITE_BYTES, "processes": MAX_PROCESSES,
-            "hidden": hidden, "grant": [str(path) for path in reads.get("grant", ())]}
+            "hidden": hidden, "grant": [str(path) for path in reads.get("grant", ())],
+            "compiled": None if compiled is None else {"folder": os.path.realpath(str(compiled["folder"])),
+                                                      "write": compiled["write"] is True}}
 
 
 def _package_folder() -> str:
@@ -147,7 +151,7 @@ class GradingProcess:
         """``respond(record)`` is called for each evidence record as it arrives; bytes it returns
         are written to the child's control channel (once), which is then closed."""
         self._scratch, job = make_scratch(job, submission_source)
-        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ()), job.get("reads")))
+        job = dict(job, limits=limits(timeout, memory_mb, job.get("private", ()), job.get("reads"), job.get("compiled")))
         self._group = None
         try:
             self._group, job["limits"]["cgroup_refused"] = _new_group(memory_mb)

@@ -144,8 +144,10 @@ def _reap(job, body, keeper: int | None, entered: dict, owner: tuple[int, int], 
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     signal.setitimer(signal.ITIMER_REAL, backstop)
     scratch = os.path.dirname(job["submission"])
+    compiled = job["limits"].get("compiled")
     mounts = namespaces.prepare_mounts(entered, scratch, int(job["limits"]["write_bytes"]), owner,
-                                       [*landlock.python_paths(), landlock.package_folder()])
+                                       [*landlock.python_paths(), landlock.package_folder(),
+                                        *([compiled["folder"]] if compiled else [])])
     reaper = os.getpid()
     grading = os.fork()
     if grading == 0:
