@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from grader.judge.common import assert_masks_keys, mask_picture
+from grader.judge.shared.mask import assert_masks_keys, mask_picture
 from grader.judge.framework import CheckFailed
 from grader.judge.replay import Step
 from grader.report import render

@@ -78,7 +78,7 @@ def _attention_step(query_shape, mask_shape):
 ])
 def test_a_claimed_mask_larger_than_the_exercise_is_refused_before_any_array_is_made(query_shape, mask_shape,
                                                                                       refused):
-    from grader.judge.common import effective_mask
+    from grader.judge.shared.mask import effective_mask
 
     budget.reset({"input_shape": [3, 6, 8], "dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2}})
     with pytest.raises(budget.TooLarge, match=refused):
@@ -88,7 +88,7 @@ def test_a_claimed_mask_larger_than_the_exercise_is_refused_before_any_array_is_
 
 
 def test_a_mask_of_five_axes_or_one_that_cannot_mask_the_scores_is_not_a_mask():
-    from grader.judge.common import effective_mask
+    from grader.judge.shared.mask import effective_mask
 
     budget.reset({"input_shape": [3, 6, 8]})
     for shape in ((1, 2, 6, 6, 6), (3, 1, 6, 5), (2, 6, 6)):

@@ -19,5 +19,6 @@ title, a topic and points (``@check``), receives the evidence the child returned
 (the ``evidence`` fixture) and fails with a message that says what was observed,
 what was expected and why it matters. This package holds what they share: the
 vocabulary (``framework``), typed evidence, the replay and its budget, the NumPy
-references and the checks every layer exercise uses (``common``).
+references, the checks every layer exercise declares (``contract``) and the logic they
+share, a module per topic (``shared``).
 """

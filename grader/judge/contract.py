@@ -7,6 +7,10 @@ An exercise's check module declares them once each, in its own words:
     check_constructor = contract.constructor(CLASS, DIMS)
     check_config_base, check_config_own_keys, check_from_config, check_keras_file = contract.config(CLASS, DIMS)
 
+The layer exercises over a sequence (a block, the encoder, the decoder) also share the fixtures of
+the layer's plain call (``plain_call``) and the checks of its output's shape, of every variable's
+gradient, of padding and of inference without randomness, each declared once here.
+
 Each call makes new check functions, so a check module owns what it declares (its marks, its
 order among its other checks); the judge runs them, and the registry counts their points, as it
 does the module's own.
@@ -14,9 +18,19 @@ does the module's own.
 
 from __future__ import annotations
 
-from .common import assert_config_base, assert_config_own_keys, assert_constructor, assert_from_config, \
-    assert_keras_file
+import numpy as np
+import pytest
+
 from .framework import check
+from .shared.api import assert_constructor, assert_output_shape
+from .shared.config import assert_config_base, assert_config_own_keys, assert_from_config, assert_keras_file
+from .shared.fixtures import padding
+from .shared.forward import assert_inference
+from .shared.gradients import assert_all_gradients, gradient_report, key_biases
+from .shared.mask import assert_unchanged
+from .shared.structure import (
+    Structure, assert_mixes_positions, computed_layer, layer_structure, norm_structure, verified_layer,
+)
 
 
 def _listed(names) -> str:
@@ -55,3 +69,88 @@ def config(class_name: str, dims: dict):
         assert_keras_file(evidence)
 
     return check_config_base, check_config_own_keys, check_from_config, check_keras_file
+
+
+def plain_call(observe, see: str):
+    """The fixtures of the layer's call without a mask, ``observe(evidence, job, phase, check_id)``
+    giving it: ``plain`` (as observed), ``layer`` (verified), ``computed`` (whatever the grader
+    recognised in it), ``structure`` (verified or claimed) and ``norms`` (for the checks of its norms,
+    which need the verified call, not its attention); ``see`` is the check that says why one is not."""
+
+    @pytest.fixture
+    def plain(evidence, job):
+        return observe(evidence, job, "forward", "api.output_shape")
+
+    @pytest.fixture
+    def layer(plain):
+        """The verified plain call, or not checked."""
+        return verified_layer(plain, see, "inputs")
+
+    @pytest.fixture
+    def computed(plain, values):
+        """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
+        return computed_layer(plain, see, values)
+
+    @pytest.fixture
+    def structure(evidence, plain):
+        """What the plain call ran: verified, or claimed (then checks may fail on it, but not pass)."""
+        return layer_structure(evidence, plain, "forward", see, "inputs")
+
+    @pytest.fixture
+    def norms(evidence, plain, values):
+        """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
+        return norm_structure(evidence, plain, "forward", see, values)
+
+    return plain, layer, computed, structure, norms
+
+
+def output_shape(title: str, shape: str):
+    """``api.output_shape``: the output is shaped like the layer's input (``shape``, in words)."""
+
+    @check("api.output_shape", title, "api")
+    def check_output_shape(forward, job):
+        assert_output_shape(forward, np.asarray(job["inputs"]).shape, shape)
+
+    return check_output_shape
+
+
+def all_gradients(variables: str):
+    """``gradients.all_variables``: every trainable variable gets a gradient (``variables``: how many,
+    in words); the key projections' biases are exempt (softmax cancels them)."""
+
+    @check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
+    def check_all_gradients(evidence, computed, forward, job):
+        report = gradient_report(evidence, computed, forward, job["loss_weights"])
+        assert_all_gradients(report, key_biases(Structure(computed)), variables)
+
+    return check_all_gradients
+
+
+def padding_invariance(masked, see: str):
+    """``mask.padding_invariance``: changing the padded positions' inputs changes no real position's
+    output. ``masked(evidence, job, check_id, phase, inputs, needs_attention)`` gives the masked call."""
+
+    @check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
+    def check_padding_invariance(evidence, job, values):
+        call = masked(evidence, job, "mask.padding_invariance", needs_attention=False)
+        perturbed = masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed",
+                           needs_attention=False)
+        assert_unchanged(
+            call.output, perturbed.output, padding(job), "the padded positions' input vectors",
+            "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
+        )
+        call.confirm()
+        perturbed.confirm()
+        assert_mixes_positions(call.observed, values, "inputs", padding(job), see)
+
+    return check_padding_invariance
+
+
+def inference():
+    """``forward.inference``: called without ``training``, the layer is not random."""
+
+    @check("forward.inference", "Called without `training`, it is not random", "forward")
+    def check_inference(evidence, values, request):
+        assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)
+
+    return check_inference

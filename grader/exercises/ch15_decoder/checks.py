@@ -12,10 +12,10 @@ every target position real, so exercise 4's mask checks ask exactly that).
 from __future__ import annotations
 
 from ...judge import contract
-from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_trainable_shapes, attention_hints, attention_shapes, config, config_phase, dims, forward, job,
-    shared_norm_reason, values,
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, values,
 )
+from ...judge.shared.weights import assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason
 from ...judge.framework import check
 from ..exercise4 import checks as decoder
 from ..exercise4.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)

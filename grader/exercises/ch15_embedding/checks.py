@@ -10,7 +10,9 @@ two tables found by the rows a call looks up (positions from ``ops.arange`` or f
 from __future__ import annotations
 
 from ...judge import contract
-from ...judge.common import config, config_phase, dims, forward, job, values  # noqa: F401  (fixtures)
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, values,
+)
 from ..exercise1 import checks as embedding
 from ..exercise1.checks import layer, plain  # noqa: F401  (fixtures)
 from .job import DIMS

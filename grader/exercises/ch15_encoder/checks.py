@@ -13,10 +13,10 @@ each layer as an argument, and nothing rides on the output.
 from __future__ import annotations
 
 from ...judge import contract
-from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_trainable_shapes, attention_hints, attention_shapes, config, config_phase, dims, forward, job,
-    shared_norm_reason, values,
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, values,
 )
+from ...judge.shared.weights import assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason
 from ...judge.framework import check
 from ..exercise3 import checks as encoder
 from ..exercise3.checks import computed, layer, norms, plain, structure  # noqa: F401  (fixtures)

@@ -13,12 +13,18 @@ import pytest
 
 from ...judge import analysis, contract
 from ...judge.framework import check, fail
-from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_all_gradients, assert_matches_reference, assert_output_shape, assert_trainable_shapes, close, config,
-    config_phase, dims, explain_unverified, forward, gradient_report, identify_by_roles, job, pseudo_steps_of,
-    trace_leaves, trainable_keys, values,
-)
 from ...judge.reference import embedding_variants, resolve
+from ...judge.shared.api import assert_output_shape
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, values,
+)
+from ...judge.shared.forward import assert_matches_reference
+from ...judge.shared.gradients import assert_all_gradients, gradient_report
+from ...judge.shared.numbers import close
+from ...judge.shared.structure import (
+    explain_unverified, identify_by_roles, pseudo_steps_of, trace_leaves, trainable_keys,
+)
+from ...judge.shared.weights import assert_trainable_shapes
 from .job import DIMS
 
 CLASS = "PositionalEmbedding"

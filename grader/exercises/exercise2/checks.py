@@ -7,20 +7,26 @@ with its own inputs and weight values (``analysis``).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from ...judge import analysis, contract
 from ...judge.framework import check, fail
-from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    ONE_NORM_WHY, assert_inference,
-    Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_mask_propagates,
-    assert_masks_keys, assert_matches_reference, assert_norm_parameters, assert_output_shape,
-    assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
-    config_phase, dims, explain_raised_mask, explain_unverified, forward, gradient_report, identify_by_roles, job,
-    key_biases, layer_structure, norm_structure, observed_call, padding, pseudo_steps_of, raw_attention_arguments, self_attention_inputs, trace_leaves,
-    trainable_keys, values, verified_layer, computed_layer, assert_mixes_positions, written_attention_slip,
-)
 from ...judge.reference import attention_block_variants, resolve
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, padding, values,
+)
+from ...judge.shared.forward import assert_matches_reference
+from ...judge.shared.mask import (
+    assert_attention_mask_shape, assert_mask_propagates, assert_masks_keys, explain_raised_mask,
+    raw_attention_arguments,
+)
+from ...judge.shared.structure import (
+    Structure, assert_mixes_positions, claimed_roles, explain_unverified, identify_by_roles, observed_call,
+    pseudo_steps_of, self_attention_inputs, trace_leaves, trainable_keys,
+)
+from ...judge.shared.weights import (
+    ONE_NORM_WHY, assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints,
+    attention_shapes, written_attention_slip,
+)
 from .job import DIMS
 
 CLASS = "SelfAttentionBlock"
@@ -48,39 +54,14 @@ def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
     return observed
 
 
-@pytest.fixture
-def plain(evidence, job):
-    return _observe(evidence, job, "forward", "api.output_shape")
-
-
-@pytest.fixture
-def layer(plain):
-    return verified_layer(plain, SEE, "inputs")
-
-
-@pytest.fixture
-def computed(plain, values):
-    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
-    return computed_layer(plain, SEE, values)
-
-
-@pytest.fixture
-def structure(evidence, plain):
-    return layer_structure(evidence, plain, "forward", SEE, "inputs")
-
-
-@pytest.fixture
-def norms(evidence, plain, values):
-    """What the plain call ran, for the check of its norm: it needs the verified call, not its attention."""
-    return norm_structure(evidence, plain, "forward", SEE, values)
+plain, layer, computed, structure, norms = contract.plain_call(_observe, SEE)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
 
 
-@check("api.output_shape", "Returns a tensor shaped like its input", "api")
-def check_output_shape(forward, job):
-    assert_output_shape(forward, np.asarray(job["inputs"]).shape, "(batch, seq, embed_dim), like the input")
+check_output_shape = contract.output_shape("Returns a tensor shaped like its input",
+                                           "(batch, seq, embed_dim), like the input")
 
 
 @check("weights.one_norm", "One LayerNormalization with trainable gamma and beta", "weights")
@@ -100,10 +81,7 @@ def check_trainable_list(forward, structure, dims, values):
     structure.confirm()
 
 
-@check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, computed, forward, job):
-    report = gradient_report(evidence, computed, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(Structure(computed)), "10 trainable variables.")
+check_all_gradients = contract.all_gradients("10 trainable variables.")
 
 
 (check_config_base, check_config_own_keys, check_from_config,
@@ -157,18 +135,7 @@ def check_masks_keys(evidence, job):
     _explain_masked(call)
 
 
-@check("mask.padding_invariance", "Padded positions cannot change real positions' outputs", "mask", points=2)
-def check_padding_invariance(evidence, job, values):
-    masked = _masked(evidence, job, "mask.padding_invariance", needs_attention=False)
-    perturbed = _masked(evidence, job, "mask.padding_invariance", "mask_perturbed", "inputs_perturbed",
-                        needs_attention=False)
-    assert_unchanged(
-        masked.output, perturbed.output, padding(job), "the padded positions' input vectors",
-        "Otherwise the same sentence encodes differently depending on how much padding its batch needed.",
-    )
-    masked.confirm()
-    perturbed.confirm()
-    assert_mixes_positions(masked.observed, values, "inputs", padding(job), SEE)
+check_padding_invariance = contract.padding_invariance(_masked, SEE)
 
 
 @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
@@ -232,6 +199,4 @@ def check_residual_norm(plain, job, values):
                              whys=WHYS)
 
 
-@check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, values, request):
-    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)
+check_inference = contract.inference()

@@ -8,24 +8,31 @@ weight values (``analysis``), at several target and source lengths.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from ...judge import analysis, contract
 from ...judge.framework import CheckFailed, check, fail
-from ...judge.common import (  # noqa: F401  (fixtures are used by name)
-    assert_inference,
-    Call, Structure, assert_all_gradients, assert_attention_mask_shape, assert_distinct_norms, assert_masks_keys,
-    assert_matches_reference, assert_norm_gradients_differ, assert_norm_parameters, assert_output_shape,
-    assert_trainable_shapes, assert_unchanged, attention_hints, attention_shapes, claimed_roles, config,
-    config_phase, dims, effective_mask, explain_raised, explain_unverified, ffn_roles_by_shape, forward,
-    gradient_report, identify_by_roles, job, key_biases, pseudo_steps_of, raw_attention_arguments, trace_leaves,
-    trainable_keys, values, verified_layer, raised_call_diagnosis, computed_layer, assert_mixes_positions,
-    written_attention_slip, layer_structure, norm_structure, observed_call, shared_norm_reason, close,
+from ...judge.reference import decoder_variants, resolve
+from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
+    config, config_phase, dims, forward, job, values,
+)
+from ...judge.shared.forward import assert_matches_reference
+from ...judge.shared.gradients import assert_norm_gradients_differ, gradient_report
+from ...judge.shared.mask import (
+    assert_attention_mask_shape, assert_masks_keys, assert_unchanged, effective_mask, explain_raised,
+    raised_call_diagnosis, raw_attention_arguments,
+)
+from ...judge.shared.numbers import close
+from ...judge.shared.structure import (
+    Call, Structure, assert_mixes_positions, claimed_roles, explain_unverified, ffn_roles_by_shape,
+    identify_by_roles, observed_call, pseudo_steps_of, trace_leaves, trainable_keys,
+)
+from ...judge.shared.weights import (
+    assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints, attention_shapes,
+    shared_norm_reason, written_attention_slip,
 )
 from ...judge.budget import ReplayFailed
 from ...judge.advice import parts_of
 from ...judge.evidence import format_student_error
-from ...judge.reference import decoder_variants, resolve
 from .job import DIMS
 
 CLASS = "TransformerDecoder"
@@ -108,38 +115,14 @@ def _attention_roles(call) -> tuple:
     return self_step, cross_step
 
 
-@pytest.fixture
-def plain(evidence, job):
-    return _observe(evidence, job, "forward", "api.output_shape")
-
-
-@pytest.fixture
-def layer(plain):
-    return verified_layer(plain, SEE, "inputs")
-
-
-@pytest.fixture
-def computed(plain, values):
-    """The verified plain call, whatever the grader recognised in it (checks of behaviour), or not checked."""
-    return computed_layer(plain, SEE, values)
-
-
-@pytest.fixture
-def structure(evidence, plain):
-    return layer_structure(evidence, plain, "forward", SEE, "inputs")
-
-@pytest.fixture
-def norms(evidence, plain, values):
-    """What the plain call ran, for the checks of its norms: they need the verified call, not its attention."""
-    return norm_structure(evidence, plain, "forward", SEE, values)
+plain, layer, computed, structure, norms = contract.plain_call(_observe, SEE)
 
 
 check_constructor = contract.constructor(CLASS, DIMS)
 
 
-@check("api.output_shape", "Returns (batch, target_len, embed_dim)", "api")
-def check_output_shape(forward, job):
-    assert_output_shape(forward, np.asarray(job["inputs"]).shape, "(batch, target_len, embed_dim), like inputs")
+check_output_shape = contract.output_shape("Returns (batch, target_len, embed_dim)",
+                                           "(batch, target_len, embed_dim), like inputs")
 
 
 @check("weights.three_norms", "Three distinct LayerNormalization layers are applied", "weights", points=2)
@@ -167,10 +150,7 @@ def check_trainable_list(forward, structure, dims, values):
     structure.confirm()
 
 
-@check("gradients.all_variables", "Every trainable variable gets a gradient", "gradients")
-def check_all_gradients(evidence, computed, forward, job):
-    report = gradient_report(evidence, computed, forward, job["loss_weights"])
-    assert_all_gradients(report, key_biases(Structure(computed)), "26 trainable variables.")
+check_all_gradients = contract.all_gradients("26 trainable variables.")
 
 
 @check("gradients.norms_differ", "The three norms receive different gradients", "gradients")
@@ -457,6 +437,4 @@ def _own_masks_explain(output, x, encoder, parts, self_step, cross_step) -> None
              cause="mask.self_attention_mask")
 
 
-@check("forward.inference", "Called without `training`, it is not random", "forward")
-def check_inference(evidence, values, request):
-    assert_inference(evidence, lambda: request.getfixturevalue("computed"), values)
+check_inference = contract.inference()

@@ -13,8 +13,10 @@ import pytest
 
 from ...judge import analysis
 from ...judge.framework import check, fail
-from ...judge.common import dims  # noqa: F401  (fixtures are used by name)
-from ...judge.common import assert_inference, assert_masks_keys, effective_mask, whole_job
+from ...judge.shared.fixtures import dims  # noqa: F401  (fixtures are used by name)
+from ...judge.shared.fixtures import whole_job
+from ...judge.shared.forward import assert_inference
+from ...judge.shared.mask import assert_masks_keys, effective_mask
 from ...judge.ops import binary_crossentropy
 
 SEE = "weights.layers"  # the check that says why the predictions are not verified
