@@ -238,10 +238,10 @@ class Grading:
         if problem:  # nothing to judge
             self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
             return
-        from .judge import protocol
+        from .judge import exchange
         from .judge.client import JudgeFailed
 
-        request = protocol.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
+        request = exchange.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
         try:
             self._judge = self._judges().start(request, self.settings.checks_timeout)
         except JudgeFailed as exc:
@@ -261,15 +261,15 @@ class Grading:
         return f"The submission could not be graded on {backends.title(self.settings.backend)}: {message}."
 
     def _judged(self) -> None:
-        from .judge import protocol
+        from .judge import exchange
 
         exercise, path = self.exercise, str(self.path)
         data, problem = self._judge.wait()
         answer = None
         if data is not None:
             try:
-                answer = protocol.read_answer(data, declared_checks(exercise))
-            except protocol.BadAnswer as exc:
+                answer = exchange.read_answer(data, declared_checks(exercise))
+            except exchange.BadAnswer as exc:
                 problem = f"the grader's judge of this submission's evidence answered nonsense ({exc})"
         if answer is not None:
             if answer["usage"] is not None:

@@ -2,7 +2,7 @@
 
 ``--backend`` (or ``GRADE_BACKEND``) picks TensorFlow, JAX or PyTorch for the
 grading process, which selects it before Keras is imported
-(``grader.probe.backends``); the parent's replay, the judge and the checks are
+(``grader.probe.runtime``); the parent's replay, the judge and the checks are
 NumPy only, whatever ran. This module says which backends are installed
 (without importing them), resolves the setting, and turns the grading
 process's report of lines that called TensorFlow directly into the one message

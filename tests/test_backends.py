@@ -61,7 +61,7 @@ def outcome(verdict) -> tuple:
 
 # ----------------------------------------------------------------------------- one CPU a JAX grading
 def test_a_jax_grading_takes_the_idlest_cpu_and_draws_among_equals():
-    from grader.probe.backends import idlest
+    from grader.probe.runtime import idlest
 
     samples = iter([{0: 100, 1: 100, 2: 100}, {0: 101, 1: 110, 2: 102}])  # cpu 1 idle 10 ticks, the others busy
     assert idlest([0, 1, 2], 0, read=lambda: next(samples)) == 1
@@ -515,7 +515,7 @@ def test_all_backends_says_why_a_backend_could_not_grade_as_its_own_run_does():
 # ----------------------------------------------------------------------------- the tensor operators
 OPERATORS_SCRIPT = r'''
 import json, keras, numpy as np
-from grader.probe.backends import tensor_classes
+from grader.probe.runtime import tensor_classes
 from grader.probe.op_tape import _OPERATORS, OpRecorder, OpTape
 
 x = keras.ops.convert_to_tensor(np.arange(1.0, 5.0).reshape(2, 2))

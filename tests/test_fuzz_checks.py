@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from grader import exercises
-from grader.judge import protocol
+from grader.judge import exchange
 from grader.judge.judging import judge
 
 from .catalog import catalog
@@ -105,7 +105,7 @@ def poison_everything(value):
 def judged(request: bytes, change=None) -> tuple[str, dict]:
     """(exercise id, {check id: result}) of the request's evidence, judged here; ``change(run)``
     alters the evidence first."""
-    header, run = protocol.read_request(request)
+    header, run = exchange.read_request(request)
     if change is not None:
         run = change(run)
     answer = judge(header["exercise"], header["job"], header["secrets"], run, JUDGE_SECONDS)

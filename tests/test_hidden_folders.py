@@ -99,7 +99,7 @@ def test_every_grading_closes_the_package_the_project_and_the_folders_it_is_told
 def test_the_allow_list_is_what_a_grading_process_imports_and_never_the_judge_or_a_check():
     modules = set(reads.child_modules())
     assert {"grader.probe.__main__", "grader.probe.worker", "grader.sandbox.confine", "grader.protocol.wire",
-            "grader.explain.probe"} <= modules
+            "grader.explain.phases"} <= modules
     assert {f"grader.exercises.{e}.{part}" for e in EXERCISES for part in ("probe", "job", "spec")} <= modules
     assert not [m for m in modules if m.startswith(("grader.judge", "grader.integrations", "grader.cli"))
                 or m.endswith((".checks", ".reference")) or m in ("grader.api", "grader.report", "grader.causes")]
@@ -312,7 +312,7 @@ def test_the_experiments_of_grade_explain_open_exactly_the_allow_list(tmp_path):
     from grader.api import Settings
     from grader.explain.run import Plan, explain
 
-    source, tried = _enumerating_source(only_in="grader.explain.probe")  # graded as correct, then enumerates
+    source, tried = _enumerating_source(only_in="grader.explain.phases")  # graded as correct, then enumerates
     path = tmp_path / "exercise3.py"
     path.write_text(source, encoding="utf-8")
     explanation = explain("exercise3", path, Settings(seed=5, timeout=900), Plan(steps=2, train_count=16,

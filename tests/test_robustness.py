@@ -95,7 +95,7 @@ class InlineJudges:
     def start(self, request: bytes, checks_timeout: float):
         from grader.judge.judging import judge_request
 
-        from grader.judge.protocol import encode
+        from grader.judge.exchange import encode
 
         return InlineJudge(encode(judge_request(request)))
 
@@ -202,7 +202,7 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
     """The judge's cut and the grader's limit are one constant: a check quoting a config value of
     60 000 characters keeps its verdict, its message cut to exactly the limit."""
     from grader import exercises
-    from grader.judge import protocol
+    from grader.judge import exchange
     from grader.verdict import CheckResult
 
     declared = declared_checks(exercises.get("exercise3"))
@@ -210,9 +210,9 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
                           max_points=d["points"], message="") for d in declared]
     checks[0] = CheckResult(id=checks[0].id, title=checks[0].title, topic=checks[0].topic, status="failed",
                             points=0.0, max_points=checks[0].max_points, message="value " + "x" * 60_000)
-    read = protocol.read_answer(protocol.encode(protocol.answer(checks)), declared)
+    read = exchange.read_answer(exchange.encode(exchange.answer(checks)), declared)
     message = read["checks"][0].message
-    assert len(message) == protocol.MAX_MESSAGE and message.endswith("message cut]")
+    assert len(message) == exchange.MAX_MESSAGE and message.endswith("message cut]")
     assert [c.status for c in read["checks"]] == [c.status for c in checks]
 
 

@@ -32,7 +32,7 @@ DISTRIBUTION = "transformer_exercises"
 # of a worker, and the experiments of ``grade explain``. The registry imports each exercise's spec,
 # job and probe by name (``EXERCISE_MODULES``).
 ENTRY_MODULES = ("grader.probe.__main__", "grader.probe.worker", "grader.probe.preload", "grader.probe.forked",
-                 "grader.explain.probe")
+                 "grader.explain.phases")
 EXERCISE_MODULES = ("spec", "job", "probe")
 
 

@@ -27,7 +27,7 @@ import types
 import keras
 import numpy as np
 
-from ..probe import backends
+from ..probe import runtime
 
 _Layer = keras.layers.Layer
 
@@ -192,7 +192,7 @@ class Trainer:
             self._step = tf.function(self._train_step)
 
     def gradients(self, tokens, labels):
-        return backends.gradients(lambda: self.loss(labels, self.model(tokens, training=True)), self.variables,
+        return runtime.gradients(lambda: self.loss(labels, self.model(tokens, training=True)), self.variables,
                                   state=self.model.non_trainable_variables)
 
     def _train_step(self, tokens, labels):
@@ -242,11 +242,11 @@ def gradient_split(model: Classifier, norms: list, tokens: np.ndarray, labels: n
     loss_function = keras.losses.BinaryCrossentropy()
     params = [norms[0].gamma, norms[0].beta, norms[1].gamma, norms[1].beta]
     tied_output = np.asarray(keras.ops.convert_to_numpy(model(tokens, training=False)))
-    _, found = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), params)
+    _, found = runtime.gradients(lambda: loss_function(labels, model(tokens, training=False)), params)
     g1, b1, g2, b2 = (_float64(g) for g in found)
     with routed(norms[1], norms[0]):
         routed_output = np.asarray(keras.ops.convert_to_numpy(model(tokens, training=False)))
-        _, found = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), params[:2])
+        _, found = runtime.gradients(lambda: loss_function(labels, model(tokens, training=False)), params[:2])
         shared_gamma, shared_beta = (_float64(g) for g in found)
     return {
         "gamma_first": g1, "gamma_second": g2, "beta_first": b1, "beta_second": b2,
@@ -262,8 +262,8 @@ def parameter_counts(model: Classifier, norms: list, tokens: np.ndarray, labels:
     variables = list(model.trainable_variables)
 
     def used() -> int:
-        _, gradients = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
-        return int(sum(int(np.prod(v.shape)) for v, g in zip(variables, gradients) if backends.has_gradient(g)))
+        _, gradients = runtime.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
+        return int(sum(int(np.prod(v.shape)) for v, g in zip(variables, gradients) if runtime.has_gradient(g)))
 
     two = used()
     with routed(norms[1], norms[0]):

@@ -6,7 +6,7 @@ grades the submission first; an encoder that passes every structure check
 otherwise the reference encoder is, and the explanation says why (and, from
 the student's own encoder, whether it shares one norm between both places).
 The experiments run in a grading child (``grader.sandbox.process.Child``, the probe
-``grader/explain/probe.py``): the same scratch copy, time and memory
+``grader/explain/phases.py``): the same scratch copy, time and memory
 limits and Landlock confinement as grading. The parent never imports
 TensorFlow; it checks the form of every number the child sends and decides
 each claim's verdict itself (``grader.explain.claims``). An explanation is
@@ -152,7 +152,7 @@ def _experiment(exercise, path: Path, subject: str, reason: str, student_source:
                 plan: Plan, seed: int, say, context: dict) -> Explanation:
     subject_source = student_source if subject == "student" else exercise.solution.read_text(encoding="utf-8")
     job = child_job(
-        exercise, settings.memory_mb, reads=grading_reads(), probe="grader.explain.probe",
+        exercise, settings.memory_mb, reads=grading_reads(), probe="grader.explain.phases",
         public={"constructor_arguments": plan.encoder_dims},
         experiment=plan.experiment(seed),
         embedding_source=exercises.get("exercise1").solution.read_text(encoding="utf-8"),

@@ -20,7 +20,7 @@ import time
 
 from ..sandbox import forkserver
 from ..sandbox.pipes import CUT, read_capped, readable, write_all
-from . import protocol
+from . import exchange
 
 # What one judge may hold: its address space, and where the grader can make control groups, its
 # memory in all (a group of its own). The judge server, forked, is about 125 MB of address space; a
@@ -111,7 +111,7 @@ class JudgeRun:
         self._result: tuple[bytes | None, str | None] | None = None
         self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
         self._reader = threading.Thread(target=read_capped, daemon=True,
-                                        args=(answer_read, self._answer, protocol.MAX_ANSWER_BYTES))
+                                        args=(answer_read, self._answer, exchange.MAX_ANSWER_BYTES))
         self._writer.start()
         self._reader.start()
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from .. import exercises
 from ..sandbox.process import ChildRun
-from . import protocol
+from . import exchange
 
 
 def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_timeout: float) -> dict:
-    """The answer (``protocol.answer``) for this evidence."""
+    """The answer (``exchange.answer``) for this evidence."""
     from .evidence import Evidence
     from .plugin import OUT_OF_MEMORY, ChecksOverran, Watchdog, run_checks
 
@@ -25,17 +25,17 @@ def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_time
     try:
         checks = run_checks(exercise.checks, evidence, watchdog)
     except ChecksOverran as exc:
-        return protocol.answer(overran=str(exc))
+        return exchange.answer(overran=str(exc))
     except MemoryError:
-        return protocol.answer(out_of_memory=True)
+        return exchange.answer(out_of_memory=True)
     except Exception as exc:  # the grader's own failure: never the student's
-        return protocol.answer(failed=f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})")
+        return exchange.answer(failed=f"the grader's checks could not run ({type(exc).__name__}: {str(exc)[:300]})")
     out_of_memory = any(c.status == "error" and c.message == OUT_OF_MEMORY for c in checks)
-    return protocol.answer(checks, out_of_memory=out_of_memory)
+    return exchange.answer(checks, out_of_memory=out_of_memory)
 
 
 def judge_request(data: bytes) -> dict:
-    """The answer to a whole request (``protocol.request``); a judge that runs out of memory
+    """The answer to a whole request (``exchange.request``); a judge that runs out of memory
     reading it answers so itself (``server.run_judge``)."""
-    header, run = protocol.read_request(data)
+    header, run = exchange.read_request(data)
     return judge(header["exercise"], header["job"], header["secrets"], run, header["checks_timeout"])

@@ -70,7 +70,7 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
     from ..sandbox.pipes import write_all
     from .judging import judge_request
-    from .protocol import answer, encode
+    from .exchange import answer, encode
 
     request_fd, answer_fd = descriptors
     code = 70

@@ -85,12 +85,12 @@ def run_job(job: dict, stream, setup: dict) -> None:
         check_grader(job)  # the same package as the grader's, not another installation on the path
         started = time.perf_counter()
         warnings.simplefilter("default")
-        from . import backends
+        from . import runtime
 
         backend = job.get("backend", "tensorflow")
-        backends.select(backend)  # before Keras is imported (the batch worker imported it with the same)
+        runtime.select(backend)  # before Keras is imported (the batch worker imported it with the same)
         data["backend"] = backend
-        data.update(backends.start_runtime(backend, job.get("compiled")))
+        data.update(runtime.start_runtime(backend, job.get("compiled")))
         import keras
 
         # a grading job runs its exercise's probe; another kind of job (``grade explain``) names its own;

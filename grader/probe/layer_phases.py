@@ -249,7 +249,7 @@ def gradients(stream, layer, registry: Registry, call, job: dict) -> None:
     trainable variable, then the values after a few plain SGD steps."""
     import keras
 
-    from . import backends
+    from . import runtime
 
     loss_weights = np.asarray(job["loss_weights"], "float32")
     with stream.phase("gradients") as data:
@@ -257,7 +257,7 @@ def gradients(stream, layer, registry: Registry, call, job: dict) -> None:
         data["variables"] = [registry.variable(v) for v in variables]
 
         def loss_and_gradients():
-            return backends.gradients(lambda: backends.scalar_sum(call(layer), loss_weights), variables)[1]
+            return runtime.gradients(lambda: runtime.scalar_sum(call(layer), loss_weights), variables)[1]
 
         gradients = loss_and_gradients()
         data["gradients"] = [None if g is None else to_numpy(g) for g in gradients]

@@ -38,7 +38,7 @@ import keras
 import numpy as np
 
 from .. import keras_ops
-from . import backends
+from . import runtime
 
 MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
 MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
@@ -223,7 +223,7 @@ class OpRecorder:
                         or inspect.ismodule(value):
                     continue
                 self._patch(module, name, self._wrap(value, prefix + name))
-        for tensor in backends.tensor_classes():
+        for tensor in runtime.tensor_classes():
             for dunder, (name, reflected) in _OPERATORS.items():
                 original = tensor.__dict__.get(dunder) or getattr(tensor, dunder, None)
                 if original is not None:

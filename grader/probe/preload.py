@@ -18,9 +18,9 @@ _null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 os.close(_null)
 try:
-    from . import backends
+    from . import runtime
 
-    backends.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
+    runtime.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
     from ..exercises import EXERCISES
     from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
     from . import describe, evidence_stream, layer_phases, tracing  # noqa: F401

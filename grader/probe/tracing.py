@@ -22,7 +22,7 @@ import inspect
 
 import keras
 
-from .backends import is_symbolic
+from .runtime import is_symbolic
 from .op_tape import OpRecorder, OpTape
 from .tensors import array, is_tensor, to_numpy  # noqa: F401  (the probes take them from here)
 

@@ -14,7 +14,7 @@ from ...probe import layer_phases as phases
 def run(build, job: dict, stream, scratch: str) -> None:
     import keras
 
-    from ...probe import backends
+    from ...probe import runtime
 
     dims = job["constructor_arguments"]
     registry = Registry()
@@ -71,7 +71,7 @@ def run(build, job: dict, stream, scratch: str) -> None:
         variables = list(model.trainable_weights)
         data["variables"] = [registry.variable(v) for v in variables]
         loss_function = keras.losses.BinaryCrossentropy()
-        loss, gradients = backends.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
+        loss, gradients = runtime.gradients(lambda: loss_function(labels, model(tokens, training=False)), variables)
         data["loss"] = float(to_numpy(loss))
         data["gradients"] = [None if g is None else to_numpy(g) for g in gradients]
 
