@@ -330,7 +330,7 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
     from .. import compiled
 
     status = f"Grading {submission} …"
-    if not compiled.filled(exercise, settings.backend):
+    if settings is not None and not compiled.filled(exercise, settings.backend):
         status += (f" (the first grading of {exercise.id} on {settings.backend.upper()} runs the grader's solution "
                    "too, once, to keep what it compiles for the next ones)")
     with console.status(status, spinner="dots"):
