@@ -287,12 +287,14 @@ def test_a_message_is_bounded_and_must_be_an_object():
 
 
 def test_what_reaches_a_grading_is_part_of_the_servers_identity():
+    from grader import compiled
     from grader.sandbox import process
 
     assert set(process.PASSED_THROUGH) <= set(place.ENVIRONMENT)
-    base = dict(os.environ)
-    base.pop("LANG", None)
-    assert place.identity(base) != place.identity(dict(base, LANG="C.UTF-8"))
+    assert {compiled.VARIABLE, "XDG_CACHE_HOME"} <= set(place.ENVIRONMENT)  # where the compiled operations are read
+    base = {name: value for name, value in os.environ.items() if name not in place.ENVIRONMENT}
+    for name in place.ENVIRONMENT:  # a server started with another value of any of them is not this one
+        assert place.identity(base) != place.identity(dict(base, **{name: "another"})), name
     assert place.identity(base) == place.identity(dict(base, UNRELATED="1"))
     assert set(place.server_environment(dict(base, LANG="C.UTF-8", SECRET="x"))) == {"LANG", "PATH"}
 

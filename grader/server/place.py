@@ -27,7 +27,9 @@ PACKAGE = Path(__file__).resolve().parent.parent  # the grader package
 FILES = PACKAGE  # the folder whose files the identity covers
 # what of the grader's environment reaches a grading: the grading processes' locale and OpenBLAS
 # settings (``sandbox.process.fresh_environment``), the scratch folders' place, the control groups' switch
-ENVIRONMENT = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TMPDIR", "GRADE_CGROUPS")
+# GRADE_COMPILED and XDG_CACHE_HOME say which folder of JAX's compiled operations gradings read (grader.compiled)
+ENVIRONMENT = ("LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TMPDIR", "GRADE_CGROUPS", "GRADE_COMPILED",
+               "XDG_CACHE_HOME")
 DEFAULT_IDLE_SECONDS = 15 * 60
 MAX_SOCKET_PATH = 107  # bytes of sun_path, less its terminating NUL
 
