@@ -31,6 +31,7 @@ folder where it runs as another user).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -79,8 +80,17 @@ def folder(backend: str, environ=os.environ) -> Path | None:
 def stamp(exercise) -> str:
     """What a filling depends on: the exercise, its solution, the grader's code a grading runs (which
     operations the probes run, with which shapes) and Keras's version; never where any of it lies, so
-    a fresh clone of the same grader finds the folder filled."""
+    a fresh clone of the same grader finds the folder filled. Computed once per process: a grader whose
+    code changes is a new process (a server is replaced when its installation changes)."""
+    return _stamp(exercise.id)
+
+
+@functools.cache
+def _stamp(exercise_id: str) -> str:
+    from .exercises import get
     from .exercises.reads import readable_files
+
+    exercise = get(exercise_id)
 
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256(exercise.solution.read_bytes())
@@ -118,9 +128,9 @@ def prepare(exercise, backend: str, run_solution, environ=os.environ) -> dict | 
     if target is None or not _enforced():
         return None
     try:
-        _make(target)
         mark = stamp(exercise)
         if not (target / FILLED / mark).is_file() and (str(target), mark) not in _failed:
+            _make(target)
             with open(target.parent / ".lock", "a+b") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not (target / FILLED / mark).is_file():
