@@ -14,6 +14,7 @@ change nothing.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -108,6 +109,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
 
     if probe is None or "sandbox" not in data:  # nothing else may run
         _leave(stream)
+    gc.freeze()  # the libraries just imported are never garbage: collections walk the submission's objects only
 
     import keras
 
