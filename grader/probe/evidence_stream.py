@@ -40,7 +40,9 @@ class EvidenceStream:
         self._submission_path = os.path.realpath(submission_path)
 
     def emit(self, record: dict) -> None:
-        data = _dumps(record)
+        self._write(_dumps(record))
+
+    def _write(self, data: bytes) -> None:
         if self._send is not None:
             self._send(data)
             return
@@ -81,21 +83,22 @@ class EvidenceStream:
         try:
             yield data
         except BaseException as exc:  # student code may raise anything, SystemExit included
-            self.emit(self._end(name, started, data, self.describe_error(exc)))
+            self._write(self._end(name, started, data, self.describe_error(exc)))
             return
-        self.emit(self._end(name, started, data, None))
+        self._write(self._end(name, started, data, None))
 
-    def _end(self, name: str, started: float, data: dict, error: dict | None) -> dict:
+    def _end(self, name: str, started: float, data: dict, error: dict | None) -> bytes:
+        """The phase's end record, encoded once."""
         record = {"event": "end", "phase": name, "ok": error is None, "seconds": time.perf_counter() - started,
                   "data": to_plain(data), "error": error}
         try:
-            _dumps(record)
+            return _dumps(record)
         except (TypeError, ValueError) as exc:  # data that cannot travel: say so instead of dying
             record["data"] = {}
             record["ok"] = False
             record["error"] = {"type": "EvidenceError", "message": str(exc)[:MAX_TEXT], "student_frames": [],
                                "lineno": None, "offset": None}
-        return record
+            return _dumps(record)
 
     def describe_error(self, exc: BaseException) -> dict:
         """The exception and the frames of its traceback that are in the student's file. When Keras

@@ -88,8 +88,8 @@ def run_sequence_layer(cls, job: dict, stream, scratch: str, calls=KerasMask) ->
     specs, arrays = [(x.shape[1:], "float32")], [x]
     if calls.explicit:  # the plain call's inputs: inference is compared with its replay
         specs, arrays = specs + [(mask.shape[1:], "bool")], arrays + [np.ones(mask.shape, dtype=bool)]
-    saving(stream, layer, scratch, specs, arrays)
-    inference(stream, layer, specs, arrays)
+    model = saving(stream, layer, scratch, specs, arrays)
+    inference(stream, layer, specs, arrays, model)
     if forward_ok:
         gradients(stream, layer, registry, plain, job)
 
@@ -214,32 +214,40 @@ def config_round_trip(stream, layer, call) -> None:
         data["original_output"] = tensor(call(layer))
 
 
-def saving(stream, layer, scratch: str, input_specs: list[tuple], arrays: list[np.ndarray]) -> None:
-    """A functional model around the layer survives .keras save and load."""
+def saving(stream, layer, scratch: str, input_specs: list[tuple], arrays: list[np.ndarray]):
+    """A functional model around the layer survives .keras save and load. Returns that model
+    (None if it could not be built), which ``inference`` calls again."""
     import keras
 
+    model = None
     with stream.phase("saving") as data:
-        inputs = [keras.Input(shape=shape, dtype=dtype) for shape, dtype in input_specs]
-        outputs = layer(*inputs)
-        model = keras.Model(inputs if len(inputs) > 1 else inputs[0], outputs)
+        model = functional_model(layer, input_specs)
         path = os.path.join(scratch, "layer.keras")
         model.save(path)
         loaded = keras.models.load_model(path, custom_objects={type(layer).__name__: type(layer)})
         feed = arrays if len(arrays) > 1 else arrays[0]
         data["before"] = tensor(model(feed, training=False))
         data["after"] = tensor(loaded(feed, training=False))
+    return model
 
 
-def inference(stream, layer, input_specs: list[tuple], arrays: list[np.ndarray]) -> None:
-    """The layer, and a functional model holding it, each called twice on the same input without
-    ``training``, as code using a trained layer calls them (``model(x)``, a layer inside a model
-    called that way). Only the outputs travel: the parent compares them with its own numbers."""
+def functional_model(layer, input_specs: list[tuple]):
+    """A functional model whose inputs (``(shape, dtype)`` each, the batch left out) go to the layer."""
     import keras
 
+    inputs = [keras.Input(shape=shape, dtype=dtype) for shape, dtype in input_specs]
+    return keras.Model(inputs if len(inputs) > 1 else inputs[0], layer(*inputs))
+
+
+def inference(stream, layer, input_specs: list[tuple], arrays: list[np.ndarray], model=None) -> None:
+    """The layer, and a functional model holding it, each called twice on the same input without
+    ``training``, as code using a trained layer calls them (``model(x)``, a layer inside a model
+    called that way). Only the outputs travel: the parent compares them with its own numbers.
+    ``model``: the functional model ``saving`` built around the layer, else one is built here."""
     with stream.phase("inference") as data:
         data["layer"] = [tensor(layer(*arrays)) for _ in range(2)]
-        inputs = [keras.Input(shape=shape, dtype=dtype) for shape, dtype in input_specs]
-        model = keras.Model(inputs if len(inputs) > 1 else inputs[0], layer(*inputs))
+        if model is None:
+            model = functional_model(layer, input_specs)
         feed = arrays if len(arrays) > 1 else arrays[0]
         data["model"] = [tensor(model(feed)) for _ in range(2)]
 

@@ -98,7 +98,7 @@ def run(cls, job: dict, stream, scratch: str, calls=KerasMasks) -> None:
         data.pop("_output", None)
     phases.config_round_trip(stream, layer, plain)
     specs, feed = calls.saved(x, encoder, unmasked)  # the plain call's inputs: inference is compared with its replay
-    phases.saving(stream, layer, scratch, specs, feed)
-    phases.inference(stream, layer, specs, feed)
+    model = phases.saving(stream, layer, scratch, specs, feed)
+    phases.inference(stream, layer, specs, feed, model)
     if forward_ok:
         phases.gradients(stream, layer, registry, plain, job)
