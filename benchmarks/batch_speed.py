@@ -1,18 +1,25 @@
 """`grade batch` against grading one by one and against `nbgrader autograde`, side by side.
 
-Makes 20 exercise3 submissions (correct ones and common mistakes), then times,
-in one run on this machine:
-  A. grade batch over the 20 files (its default --jobs: twice the cores available);
-  B. grade --submission on each file, one after the other;
-  C. nbgrader autograde of the same 20 answers as notebooks of the course;
-and prints B/A and C/A (targets: at least 5), plus the per-submission cost of A
-against its floor: the time the checks' own phases take inside one child.
+Makes 20 exercise3 answers (correct ones and common mistakes), as .py files and as notebooks of the
+course (the released notebook, its answer cell filled, in nbgrader's submitted/ layout), then
+times, in one run on this machine:
+  A. grade batch over the .py files (its default --jobs: twice the cores available);
+  D. grade batch over the course's notebooks;
+  B. grade --submission on each .py file, one after the other;
+  C. nbgrader autograde of the same notebooks;
+and prints B/A (target at least 5), D/A (a notebook within 1.2x its .py) and C/D (target at
+least 20: the same notebooks), then one warm grading broken down into its parts (the parent's
+start of it, the process's start and confinement, loading the submission, each probe phase, the
+judge, the results files), for a .py and for a notebook: the mean of a few gradings, each in its
+own forked child, after one that warms the worker.
 
-Then grades --memory-count submissions (default 100) in this process with the
-batch API and reports the grading process's resident memory after the first
-ten and after the last: it should stay flat.
+Then grades --memory-count submissions (default 100) in this process with the batch API and reports
+the grading process's resident memory after the first ten and after the last: it should stay flat.
 
-    python benchmarks/batch_speed.py [--count 20] [--skip-nbgrader] [--memory-count 100]
+    python benchmarks/batch_speed.py [--count 20] [--skip-nbgrader] [--memory-count 100] [--breakdown 5]
+
+--skip-nbgrader leaves out C and D (no nbgrader needed); the breakdown's notebook is then the
+course's source notebook.
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ ANSWERS = [
     SOLUTION.replace("self.attention(inputs, inputs, attention_mask=mask)", "self.attention(inputs, inputs)"),
     SOLUTION.replace("self.layernorm_1(inputs + attention_output)", "self.layernorm_1(attention_output)"),
 ]
-TARGET = 5.0
+TARGET = 5.0  # over grading one by one
+NBGRADER_TARGET = 20.0  # over nbgrader autograde, on the same notebooks
+NOTEBOOK_TARGET = 1.2  # a notebook against its .py, in a batch
 
 
 def timed(command: list[str], cwd: Path, env: dict) -> float:
@@ -72,8 +81,10 @@ def floor_seconds() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20, help="number of submissions (default 20)")
-    parser.add_argument("--skip-nbgrader", action="store_true", help="leave out the nbgrader autograde run")
+    parser.add_argument("--skip-nbgrader", action="store_true", help="leave out the runs that need nbgrader")
     parser.add_argument("--memory-count", type=int, default=100, help="submissions for the memory run (0: skip)")
+    parser.add_argument("--breakdown", type=int, default=5, metavar="N",
+                        help="warm gradings averaged in the breakdown (0: skip)")
     args = parser.parse_args()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -87,49 +98,136 @@ def main() -> int:
         files.mkdir()
         for index in range(args.count):
             (files / f"student{index:02d}.py").write_text(ANSWERS[index % len(ANSWERS)], encoding="utf-8")
+        course = work / "course"
+        notebook = None if args.skip_nbgrader else make_course(course, args.count, env)
 
         batch = timed(grade + ["batch", str(files), "--exercise", "exercise3", "--out", str(work / "out"),
                                "--jobs", str(jobs)], work, env)
-        print(f"A. grade batch, {args.count} submissions, {jobs} jobs: {batch:.1f} s", flush=True)
+        print(f"A. grade batch, {args.count} .py files, {jobs} jobs:  {batch:.1f} s", flush=True)
+        notebooks = None
+        if notebook is not None:
+            notebooks = timed(grade + ["batch", str(course), "--exercise", "exercise3", "--out",
+                                       str(work / "out-notebooks"), "--jobs", str(jobs)], work, env)
+            print(f"D. grade batch, the same answers as notebooks:  {notebooks:.1f} s", flush=True)
         single = sum(timed(grade + ["exercise3", "--submission", str(path), "--json"], work, env)
                      for path in sorted(files.iterdir()))
-        print(f"B. grade --submission one by one:             {single:.1f} s", flush=True)
+        print(f"B. grade --submission one by one:               {single:.1f} s", flush=True)
         autograde = None
-        if not args.skip_nbgrader:
-            import nbformat
-
-            from grader.integrations.course import write_course
-
-            course = work / "course"
-            write_course(course)
-            subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "exercise3"], cwd=course,
-                           env=env, capture_output=True, check=True)
-            release = nbformat.read(course / "release" / "exercise3" / "exercise3.ipynb", as_version=4)
-            for index in range(args.count):
-                notebook = nbformat.from_dict(release)
-                for cell in notebook.cells:
-                    if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
-                        cell.source = ANSWERS[index % len(ANSWERS)]
-                target = course / "submitted" / f"student{index:02d}" / "exercise3" / "exercise3.ipynb"
-                target.parent.mkdir(parents=True)
-                nbformat.write(notebook, target)
+        if notebook is not None:
             autograde = timed([sys.executable, "-m", "nbgrader", "autograde", "exercise3", "--create"], course, env)
-            print(f"C. nbgrader autograde of the notebooks:        {autograde:.1f} s", flush=True)
+            print(f"C. nbgrader autograde of the notebooks:          {autograde:.1f} s", flush=True)
 
         floor = floor_seconds()
-        print(f"\nspeed-up over one by one: {single / batch:.1f}x (target at least {TARGET:g}x) — "
+        print(f"\nspeed-up over one by one (B/A): {single / batch:.1f}x (target at least {TARGET:g}x) — "
               f"{'met' if single / batch >= TARGET else 'NOT met'}")
-        if autograde is not None:
-            print(f"speed-up over nbgrader autograde: {autograde / batch:.1f}x (target at least {TARGET:g}x) — "
-                  f"{'met' if autograde / batch >= TARGET else 'NOT met'}")
+        if notebooks is not None and autograde is not None:
+            print(f"a notebook against its .py in a batch (D/A): {notebooks / batch:.2f}x (target at most "
+                  f"{NOTEBOOK_TARGET:g}x) — {'met' if notebooks / batch <= NOTEBOOK_TARGET else 'NOT met'}")
+            print(f"speed-up over nbgrader autograde on the same notebooks (C/D): {autograde / notebooks:.1f}x "
+                  f"(target at least {NBGRADER_TARGET:g}x) — "
+                  f"{'met' if autograde / notebooks >= NBGRADER_TARGET else 'NOT met'}")
         per_submission = batch * len(os.sched_getaffinity(0)) / args.count
         print(f"per-submission cost in batch: {per_submission:.2f} core-seconds; floor (the checks' own phases "
               f"in one child): {floor:.2f} s; overhead {per_submission - floor:.2f} s")
+        if args.breakdown:
+            if notebook is None:
+                from grader.integrations.course import write_course
+
+                write_course(course, ["exercise3"])
+                notebook = course / "source" / "exercise3" / "exercise3.ipynb"
+            source = work / "breakdown.py"
+            source.write_text(SOLUTION, encoding="utf-8")
+            show_breakdown({".py file": breakdown(source, args.breakdown, work),
+                            "notebook": breakdown(notebook, args.breakdown, work)})
         if args.memory_count:
             memory_run(work, args.memory_count, jobs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def make_course(course: Path, count: int, env: dict) -> Path:
+    """The course with exercise3 released and ``count`` students' notebooks in submitted/ (the
+    released notebook, its answer cell filled); the released notebook's path."""
+    import nbformat
+
+    from grader.integrations.course import write_course
+
+    write_course(course)
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "exercise3"], cwd=course,
+                   env=env, capture_output=True, check=True)
+    released = course / "release" / "exercise3" / "exercise3.ipynb"
+    release = nbformat.read(released, as_version=4)
+    for index in range(count):
+        notebook = nbformat.from_dict(release)
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = ANSWERS[index % len(ANSWERS)]
+        target = course / "submitted" / f"student{index:02d}" / "exercise3" / "exercise3.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(notebook, target)
+    return course / "submitted" / "student00" / "exercise3" / "exercise3.ipynb"
+
+
+def breakdown(path: Path, count: int, work: Path) -> dict[str, float]:
+    """Mean seconds of each part of a warm grading of ``path`` (``count`` gradings, after one that
+    warms the worker and the judge server), each part as the grader sees it."""
+    from grader.api import Grading
+    from grader.integrations.batch import Outputs, Result, Submission, Workers
+    from grader.integrations.class_report import write_report
+
+    workers = Workers()
+    parts: dict[str, float] = {}
+
+    def add(name: str, seconds: float) -> None:
+        parts[name] = parts.get(name, 0.0) + seconds
+
+    try:
+        for index in range(count + 1):
+            started = time.perf_counter()
+            grading = Grading("exercise3", path, runner=workers)
+            forked = time.perf_counter()
+            run = grading.child.wait()
+            ended = time.perf_counter()
+            grading.advance()
+            verdict = grading.finish()
+            judged = time.perf_counter()
+            out = work / f"breakdown-out-{path.suffix[1:]}-{index}"
+            with Outputs(out) as outputs:
+                outputs.write(Result(Submission("student", path), verdict, judged - started))
+            written = time.perf_counter()
+            write_report(out)
+            reported = time.perf_counter()
+            if verdict.status != "passed":
+                raise SystemExit(f"the solution as {path.name} did not pass: {verdict.status}")
+            if index == 0:
+                continue  # the worker's and the judge server's first grading
+            phases = {name: record.get("seconds", 0.0) for name, record in run.phases.items()}
+            add("parent: read, job, fork request", forked - started)
+            add("process start (fork, namespaces)", max(0.0, run.seconds - sum(phases.values())))
+            add("runtime and confinement", phases.pop("runtime", 0.0))
+            add("loading the submission", phases.pop("load", 0.0))
+            for name, seconds in phases.items():
+                add(f"phase {name}", seconds)
+            add("evidence to the parent, child's end", max(0.0, ended - forked - run.seconds))
+            add("judge", judged - ended)
+            add("results files", written - judged)
+            add("class report (once per run)", reported - written)
+    finally:
+        workers.close()
+    return {name: seconds / count for name, seconds in parts.items()}
+
+
+def show_breakdown(columns: dict[str, dict[str, float]]) -> None:
+    names = list(dict.fromkeys(name for parts in columns.values() for name in parts))
+    width = max(len(name) for name in names)
+    print(f"\none warm grading of the solution, mean seconds\n{'':{width}}  " +
+          "  ".join(f"{title:>9}" for title in columns))
+    for name in names:
+        print(f"{name:{width}}  " + "  ".join(f"{parts.get(name, 0.0):9.3f}" for parts in columns.values()))
+    totals = {title: sum(v for k, v in parts.items() if not k.startswith("class report"))
+              for title, parts in columns.items()}
+    print(f"{'per grading (without the report)':{width}}  " + "  ".join(f"{t:9.3f}" for t in totals.values()))
 
 
 def resident_mib() -> float:
