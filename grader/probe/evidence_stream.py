@@ -40,9 +40,7 @@ class EvidenceStream:
         self._submission_path = os.path.realpath(submission_path)
 
     def emit(self, record: dict) -> None:
-        self._write(_dumps(record))
-
-    def _write(self, data: bytes) -> None:
+        data = _dumps(record)
         if self._send is not None:
             self._send(data)
             return
@@ -83,22 +81,21 @@ class EvidenceStream:
         try:
             yield data
         except BaseException as exc:  # student code may raise anything, SystemExit included
-            self._write(self._end(name, started, data, self.describe_error(exc)))
+            self.emit(self._end(name, started, data, self.describe_error(exc)))
             return
-        self._write(self._end(name, started, data, None))
+        self.emit(self._end(name, started, data, None))
 
-    def _end(self, name: str, started: float, data: dict, error: dict | None) -> bytes:
-        """The phase's end record, encoded once."""
+    def _end(self, name: str, started: float, data: dict, error: dict | None) -> dict:
         record = {"event": "end", "phase": name, "ok": error is None, "seconds": time.perf_counter() - started,
                   "data": to_plain(data), "error": error}
         try:
-            return _dumps(record)
+            _dumps(record)
         except (TypeError, ValueError) as exc:  # data that cannot travel: say so instead of dying
             record["data"] = {}
             record["ok"] = False
             record["error"] = {"type": "EvidenceError", "message": str(exc)[:MAX_TEXT], "student_frames": [],
                                "lineno": None, "offset": None}
-            return _dumps(record)
+        return record
 
     def describe_error(self, exc: BaseException) -> dict:
         """The exception and the frames of its traceback that are in the student's file. When Keras
