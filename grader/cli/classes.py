@@ -76,19 +76,6 @@ def batch_command(argv: list[str]) -> int:
     paths = args.paths or ([args.gradebook] if args.gradebook is not None else [])
     if not paths:
         parser.error("give the submissions to grade: files, folders or an nbgrader course folder")
-    from ..integrations.batch import Workers
-
-    # the worker imports TensorFlow while the class is surveyed and the gradebook checked
-    workers = Workers(backend=settings.backend)
-    try:
-        return _batch(parser, args, exercise, settings, shard, paths, workers)
-    finally:
-        workers.close()
-
-
-def _batch(parser, args, exercise, settings, shard, paths: list[Path], workers) -> int:
-    from ..integrations.shards import WHOLE
-
     if args.gradebook is not None:  # refused before grading, not after
         _require_instructor_tools(parser, "grade batch --gradebook")
         from ..integrations.gradebook import course_config
@@ -141,7 +128,7 @@ def _batch(parser, args, exercise, settings, shard, paths: list[Path], workers) 
     with gradescope_visibility(args.gradescope_visibility):
         settings = dataclasses.replace(settings, private=tuple(found.private()))
         results = grade_found(exercise.id, found, args.out, settings, args.jobs, console, resume=args.resume,
-                              started=started, workers=workers)
+                              started=started)
 
     from ..integrations.course import manual_note
     from ..report import batch_summary
@@ -227,10 +214,9 @@ def class_report_command(argv: list[str]) -> int:
 
 
 def grade_found(exercise_id: str, found, out: Path, settings, jobs, console, resume: bool = False,
-                started=None, workers=None) -> list:
+                started=None) -> list:
     """Grade what ``survey`` found, with a progress bar; refused submissions become error rows.
-    ``resume`` adds them to the whole results already in ``out``; ``started``, the run's record;
-    ``workers``, a runner already started (``run_batch`` starts its own without)."""
+    ``resume`` adds them to the whole results already in ``out``; ``started``, the run's record."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..integrations.batch import Outputs, refused_result, run_batch, write_result
@@ -254,7 +240,7 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console, res
         try:
             if found.submissions:
                 graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance,
-                                   resume=resume, started=started, workers=workers)
+                                   resume=resume, started=started)
         finally:  # the refused rows join the results folder, even after an interrupted run
             with Outputs(out, append=resume or bool(found.submissions), started=started) as outputs:
                 for result in refused:
