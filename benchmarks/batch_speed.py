@@ -204,12 +204,12 @@ def breakdown(path: Path, count: int, work: Path) -> dict[str, float]:
                 continue  # the worker's and the judge server's first grading
             phases = {name: record.get("seconds", 0.0) for name, record in run.phases.items()}
             add("parent: read, job, fork request", forked - started)
-            add("process start (fork, namespaces)", max(0.0, run.seconds - sum(phases.values())))
+            # the child's clock, from the fork to its end, less its phases: start, namespaces, the stream's end
+            add("process start and end (fork, namespaces)", max(0.0, run.seconds - sum(phases.values())))
             add("runtime and confinement", phases.pop("runtime", 0.0))
             add("loading the submission", phases.pop("load", 0.0))
             for name, seconds in phases.items():
                 add(f"phase {name}", seconds)
-            add("evidence to the parent, child's end", max(0.0, ended - forked - run.seconds))
             add("judge", judged - ended)
             add("results files", written - judged)
             add("class report (once per run)", reported - written)
