@@ -189,8 +189,7 @@ def breakdown(path: Path, count: int, work: Path) -> dict[str, float]:
             forked = time.perf_counter()
             run = grading.child.wait()
             ended = time.perf_counter()
-            grading.advance()
-            verdict = grading.finish()
+            verdict = grading.finish()  # starts the judge and waits for it
             judged = time.perf_counter()
             out = work / f"breakdown-out-{path.suffix[1:]}-{index}"
             with Outputs(out) as outputs:

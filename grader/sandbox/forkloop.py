@@ -38,7 +38,7 @@ def serve_forever(channel, expected: int, validate, body) -> None:
 
     What the server imported is moved out of the garbage collector's reach first (``gc.freeze``): a
     fork's collections then walk only the objects it made itself, not the libraries' hundreds of
-    thousands (a fifth of a TensorFlow grading's time otherwise), and its pages stay shared."""
+    thousands (about a third of a warm TensorFlow grading's child otherwise), and its pages stay shared."""
     gc.collect()
     gc.freeze()
     channel.sendall(b'{"ready": true}')
