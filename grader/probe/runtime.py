@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-NAMES = ("tensorflow", "jax", "torch")
+from ..backends import NAMES
 
 # Set before the backend's library is imported: one CPU device, no accelerator probing, one thread
 # per pool where the library reads it from the environment (the others are set in start_runtime).
