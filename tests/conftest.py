@@ -168,10 +168,37 @@ MARKERS = {
 DEFAULT_TIER = "not slow"
 
 
+# The session fixtures that grade the whole catalogue: every test using one runs in the same test
+# process (pytest-xdist's group), so a run records the catalogue once, whatever the number of processes.
+CATALOG_FIXTURES = {"catalog_verdicts", "catalog_requests"}
+MAX_TEST_PROCESSES = 4  # each holds a grading worker and up to WARM_JOBS gradings in memory
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in MARKERS.get(item.path.name, ()):
             item.add_marker(name)
+        if CATALOG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("catalog"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """What ``-n auto`` (the suite's default) means: one test process per CPU this run may use, at most
+    MAX_TEST_PROCESSES; one (no parallel processes) on a single CPU."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_TEST_PROCESSES, cpus))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Each test process grades the catalogue with the seed this run resolved, in the tier it chose
+    (pytest-xdist's hook)."""
+    node.workerinput["catalog_seed"] = node.config.catalog_seed
+    node.workerinput["default_tier"] = node.config.default_tier
 
 
 def _bare_run(config) -> bool:
@@ -197,13 +224,16 @@ def pytest_configure(config):
 
     from .recorded import evidence_folder, keep_seed, kept_seed
 
-    config.default_tier = _bare_run(config)
+    config.default_tier = (config.workerinput["default_tier"] if hasattr(config, "workerinput")
+                           else _bare_run(config))
     if config.default_tier:
         config.option.markexpr = DEFAULT_TIER
 
     folder = evidence_folder()
     config.evidence_folder = folder
     seed = config.getoption("--catalog-seed")
+    if seed is None and hasattr(config, "workerinput"):  # a test process of pytest-xdist: the run's seed
+        seed = config.workerinput["catalog_seed"]
     if seed is None and folder is not None:
         seed = kept_seed(folder)
     if seed is None:
