@@ -169,17 +169,22 @@ DEFAULT_TIER = "not slow"
 
 
 # The session fixtures that grade the whole catalogue: every test using one runs in the same test
-# process (pytest-xdist's group), so a run records the catalogue once, whatever the number of processes.
+# process, so a run records the catalogue once, whatever the number of processes (CatalogTogether).
 CATALOG_FIXTURES = {"catalog_verdicts", "catalog_requests"}
 MAX_TEST_PROCESSES = 4  # each holds a grading worker and up to WARM_JOBS gradings in memory
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in MARKERS.get(item.path.name, ()):
             item.add_marker(name)
-        if CATALOG_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("catalog"))
+    folder = getattr(config, "workerinput", {}).get("catalog_tests")
+    if folder:  # a test process of pytest-xdist: which of its tests need the catalogue, for the scheduler
+        needing = [item.nodeid for item in items if CATALOG_FIXTURES & set(getattr(item, "fixturenames", ()))]
+        path = Path(folder) / f"{config.workerinput['workerid']}.json"
+        path.with_suffix(".part").write_text(json.dumps(needing), encoding="utf-8")
+        path.with_suffix(".part").replace(path)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -195,10 +200,47 @@ def pytest_xdist_auto_num_workers(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """Each test process grades the catalogue with the seed this run resolved, in the tier it chose
-    (pytest-xdist's hook)."""
-    node.workerinput["catalog_seed"] = node.config.catalog_seed
-    node.workerinput["default_tier"] = node.config.default_tier
+    """Each test process grades the catalogue with the seed this run resolved, in the tier it chose,
+    and says which of its tests need the catalogue (pytest-xdist's hook)."""
+    config = node.config
+    if not hasattr(config, "catalog_tests"):
+        import tempfile
+
+        config.catalog_tests = tempfile.mkdtemp(prefix="grader-catalog-tests-")
+    node.workerinput["catalog_seed"] = config.catalog_seed
+    node.workerinput["default_tier"] = config.default_tier
+    node.workerinput["catalog_tests"] = config.catalog_tests
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's load scheduling (the default of ``-n``), the catalogue's tests one unit of work."""
+    if config.getvalue("dist") != "load" or not hasattr(config, "catalog_tests"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CatalogTogether(LoadScopeScheduling):
+        """Every test on its own, as load scheduling sends them, except the tests that need the
+        catalogue: one unit, sent first (the largest), to one test process."""
+
+        needing = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.needing is None:  # every process has collected by now; each wrote the same list
+                self.needing = set()
+                for path in Path(config.catalog_tests).glob("*.json"):
+                    self.needing.update(json.loads(path.read_text(encoding="utf-8")))
+            return "catalog" if nodeid in self.needing else nodeid
+
+    return CatalogTogether(config, log)
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "catalog_tests", None)
+    if folder and not hasattr(config, "workerinput"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _bare_run(config) -> bool:

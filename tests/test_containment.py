@@ -17,9 +17,11 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -55,14 +57,50 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
+def _test_process(pid: int) -> str | None:
+    """The pytest-xdist test process ``pid`` is (its PYTEST_XDIST_WORKER), None if it is none or
+    its environment cannot be read."""
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PYTEST_XDIST_WORKER="):
+            return entry.partition(b"=")[2].decode(errors="replace")
+    return None
+
+
+def _under_another_test_process(pid: int) -> bool:
+    """Whether ``pid`` descends from another test process of this run (pytest-xdist's), whose own
+    gradings live beside this test's. What escapes a grading is reparented above every grading's
+    reaper (to PID 1, or a subreaper outside the suite), never into another test process's tree,
+    so leaving those trees out hides no escape of this test's gradings."""
+    ours = os.environ.get("PYTEST_XDIST_WORKER")
+    if ours is None:
+        return False
+    seen = set()
+    while pid > 1 and pid not in seen and pid != os.getpid():
+        seen.add(pid)
+        other = _test_process(pid)
+        if other is not None and other != ours:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
 def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path) -> list[str]:
     """Processes of the gradings still alive: a known keeper, a grading user's process of this
-    interpreter, the daemon, or anything whose environment points into this test's scratch root."""
+    interpreter, the daemon, or anything whose environment points into this test's scratch root;
+    the gradings of the run's other test processes aside."""
     left = [f"keeper {pid}" for pid, started in known if _start_time(pid) == started]
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        if _start_time(int(entry)) is None:
+        if _start_time(int(entry)) is None or _under_another_test_process(int(entry)):
             continue
         try:
             uid = os.stat(f"/proc/{entry}").st_uid
@@ -457,3 +495,41 @@ def test_many_spinning_processes_stay_one_grading(hostile_class):
     if claims.get("cgroup") is not None:
         assert claims["cgroup"]["processes"] <= 32
     assert hostile_class["results"]["correct"].verdict.status == "passed"
+
+
+def test_the_leftover_search_sees_this_tests_processes_and_leaves_out_another_test_processes(tmp_path,
+                                                                                             monkeypatch):
+    """The search for what a grading left behind runs while the run's other test processes grade:
+    a process marked as this test's is found wherever it hangs (here, a child of this process),
+    one of the same kind under another test process is not."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw-this")
+    scratch_root = tmp_path / "scratch"
+    mark = {"PATH": os.environ.get("PATH", ""), "LEFT_IN": str(scratch_root)}
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    ours = subprocess.Popen(sleeper, env=dict(mark, PYTEST_XDIST_WORKER="gw-this"))
+    theirs = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                               f"subprocess.Popen({sleeper!r}, env={mark!r}).wait()"],
+                              env={"PATH": mark["PATH"], "PYTEST_XDIST_WORKER": "gw-other"})
+    child = None
+    try:
+        for _ in range(1200):  # the other test process's grading: its child, once it runs
+            children = Path(f"/proc/{theirs.pid}/task/{theirs.pid}/children").read_text().split()
+            if children:
+                child = int(children[0])
+                if str(scratch_root).encode() in Path(f"/proc/{child}/environ").read_bytes():
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the other test process's child never started")
+        left = _leftover_processes([], scratch_root)
+        assert [line for line in left if line.startswith(f"{ours.pid}: ")], left
+        assert not [line for line in left if line.startswith(f"{child}: ")], left
+    finally:
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for process in (ours, theirs):
+            process.kill()
+            process.wait()
