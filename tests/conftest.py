@@ -168,10 +168,35 @@ MARKERS = {
 DEFAULT_TIER = "not slow"
 
 
-# The session fixtures that grade the whole catalogue: every test using one runs in the same test
-# process, so a run records the catalogue once, whatever the number of processes (CatalogTogether).
-CATALOG_FIXTURES = {"catalog_verdicts", "catalog_requests"}
 MAX_TEST_PROCESSES = 4  # each holds a grading worker and up to WARM_JOBS gradings in memory
+
+
+def shared_units(items) -> dict[str, str]:
+    """{test: its unit of work} for the tests that share a fixture of the suite wider than one test
+    (the catalogue graded once per run, a hostile class graded once per module, a private Slurm):
+    tests sharing one, directly or through another test, are one unit, named after one of its
+    fixtures, so a run of several test processes sets each such fixture up once. A test that
+    shares none is not listed: it is a unit of its own."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    shared = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        keys = sorted(f"{definitions[-1].func.__module__}.{name}"
+                      for name, definitions in (info.name2fixturedefs.items() if info else ())
+                      if definitions and definitions[-1].scope != "function"
+                      and getattr(definitions[-1].func, "__module__", "").startswith("tests."))
+        if keys:
+            shared[item.nodeid] = keys
+            for key in keys[1:]:
+                parent[find(key)] = find(keys[0])
+    return {nodeid: find(keys[0]) for nodeid, keys in shared.items()}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -179,11 +204,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in MARKERS.get(item.path.name, ()):
             item.add_marker(name)
-    folder = getattr(config, "workerinput", {}).get("catalog_tests")
-    if folder:  # a test process of pytest-xdist: which of its tests need the catalogue, for the scheduler
-        needing = [item.nodeid for item in items if CATALOG_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    folder = getattr(config, "workerinput", {}).get("shared_units")
+    if folder:  # a test process of pytest-xdist: its units of work, for the scheduler (SharedTogether)
         path = Path(folder) / f"{config.workerinput['workerid']}.json"
-        path.with_suffix(".part").write_text(json.dumps(needing), encoding="utf-8")
+        path.with_suffix(".part").write_text(json.dumps(shared_units(items)), encoding="utf-8")
         path.with_suffix(".part").replace(path)
 
 
@@ -201,42 +225,42 @@ def pytest_xdist_auto_num_workers(config):
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """Each test process grades the catalogue with the seed this run resolved, in the tier it chose,
-    and says which of its tests need the catalogue (pytest-xdist's hook)."""
+    and says which of its tests share a fixture (pytest-xdist's hook)."""
     config = node.config
-    if not hasattr(config, "catalog_tests"):
+    if not hasattr(config, "shared_units"):
         import tempfile
 
-        config.catalog_tests = tempfile.mkdtemp(prefix="grader-catalog-tests-")
+        config.shared_units = tempfile.mkdtemp(prefix="grader-test-units-")
     node.workerinput["catalog_seed"] = config.catalog_seed
     node.workerinput["default_tier"] = config.default_tier
-    node.workerinput["catalog_tests"] = config.catalog_tests
+    node.workerinput["shared_units"] = config.shared_units
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist's load scheduling (the default of ``-n``), the catalogue's tests one unit of work."""
-    if config.getvalue("dist") != "load" or not hasattr(config, "catalog_tests"):
+    """pytest-xdist's load scheduling (the default of ``-n``), the tests sharing a fixture one unit."""
+    if config.getvalue("dist") != "load" or not hasattr(config, "shared_units"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class CatalogTogether(LoadScopeScheduling):
-        """Every test on its own, as load scheduling sends them, except the tests that need the
-        catalogue: one unit, sent first (the largest), to one test process."""
+    class SharedTogether(LoadScopeScheduling):
+        """Every test on its own, as load scheduling sends them, except the tests that share a
+        fixture (``shared_units``): one unit each, sent to one test process, the largest first."""
 
-        needing = None
+        units = None
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.needing is None:  # every process has collected by now; each wrote the same list
-                self.needing = set()
-                for path in Path(config.catalog_tests).glob("*.json"):
-                    self.needing.update(json.loads(path.read_text(encoding="utf-8")))
-            return "catalog" if nodeid in self.needing else nodeid
+            if self.units is None:  # every process has collected by now; each wrote the same units
+                self.units = {}
+                for path in Path(config.shared_units).glob("*.json"):
+                    self.units.update(json.loads(path.read_text(encoding="utf-8")))
+            return self.units.get(nodeid, nodeid)
 
-    return CatalogTogether(config, log)
+    return SharedTogether(config, log)
 
 
 def pytest_unconfigure(config):
-    folder = getattr(config, "catalog_tests", None)
+    folder = getattr(config, "shared_units", None)
     if folder and not hasattr(config, "workerinput"):
         import shutil
 
