@@ -57,50 +57,50 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-def _test_process(pid: int) -> str | None:
-    """The pytest-xdist test process ``pid`` is (its PYTEST_XDIST_WORKER), None if it is none or
-    its environment cannot be read."""
+def _parent(pid: int) -> int | None:
     try:
-        environ = open(f"/proc/{pid}/environ", "rb").read()
-    except OSError:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
         return None
-    for entry in environ.split(b"\0"):
-        if entry.startswith(b"PYTEST_XDIST_WORKER="):
-            return entry.partition(b"=")[2].decode(errors="replace")
-    return None
 
 
-def _under_another_test_process(pid: int) -> bool:
-    """Whether ``pid`` descends from another test process of this run (pytest-xdist's), whose own
-    gradings live beside this test's. What escapes a grading is reparented above every grading's
-    reaper (to PID 1, or a subreaper outside the suite), never into another test process's tree,
-    so leaving those trees out hides no escape of this test's gradings."""
-    ours = os.environ.get("PYTEST_XDIST_WORKER")
-    if ours is None:
+def _under_another_test_process(pid: int, run: tuple[int, int] | None) -> bool:
+    """Whether ``pid`` descends from another test process of this run: ``run`` is (the pid of
+    pytest-xdist's controller, the pid of this test process), None outside pytest-xdist. The other
+    test processes are this one's siblings under the controller, and their own gradings live beside
+    this test's. What escapes a grading is reparented above every grading's reaper (to PID 1, or a
+    subreaper outside the suite), never into another test process's tree, so leaving those trees
+    out hides no escape of this test's gradings."""
+    if run is None:
         return False
+    controller, this = run
     seen = set()
-    while pid > 1 and pid not in seen and pid != os.getpid():
+    while pid > 1 and pid not in seen:
         seen.add(pid)
-        other = _test_process(pid)
-        if other is not None and other != ours:
-            return True
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-                pid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+        parent = _parent(pid)
+        if parent is None:
             return False
+        if parent == controller:
+            return pid != this
+        pid = parent
     return False
 
 
-def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path) -> list[str]:
+def _this_run() -> tuple[int, int] | None:
+    return (os.getppid(), os.getpid()) if os.environ.get("PYTEST_XDIST_WORKER") else None
+
+
+def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path, run=_this_run) -> list[str]:
     """Processes of the gradings still alive: a known keeper, a grading user's process of this
     interpreter, the daemon, or anything whose environment points into this test's scratch root;
-    the gradings of the run's other test processes aside."""
+    the gradings of the run's other test processes aside (``run()``: _under_another_test_process)."""
     left = [f"keeper {pid}" for pid, started in known if _start_time(pid) == started]
+    run = run()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        if _start_time(int(entry)) is None or _under_another_test_process(int(entry)):
+        if _start_time(int(entry)) is None or _under_another_test_process(int(entry), run):
             continue
         try:
             uid = os.stat(f"/proc/{entry}").st_uid
@@ -497,39 +497,41 @@ def test_many_spinning_processes_stay_one_grading(hostile_class):
     assert hostile_class["results"]["correct"].verdict.status == "passed"
 
 
-def test_the_leftover_search_sees_this_tests_processes_and_leaves_out_another_test_processes(tmp_path,
-                                                                                             monkeypatch):
+def test_the_leftover_search_sees_this_tests_processes_and_leaves_out_another_test_processes(tmp_path):
     """The search for what a grading left behind runs while the run's other test processes grade:
-    a process marked as this test's is found wherever it hangs (here, a child of this process),
-    one of the same kind under another test process is not."""
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw-this")
+    a process marked as this test's is found wherever it hangs below this test process, one of the
+    same kind below a sibling test process is not. Here this process stands for the controller,
+    one child for this test process (itself marked) and another for a sibling with a marked child."""
     scratch_root = tmp_path / "scratch"
     mark = {"PATH": os.environ.get("PATH", ""), "LEFT_IN": str(scratch_root)}
     sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
-    ours = subprocess.Popen(sleeper, env=dict(mark, PYTEST_XDIST_WORKER="gw-this"))
-    theirs = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
-                               f"subprocess.Popen({sleeper!r}, env={mark!r}).wait()"],
-                              env={"PATH": mark["PATH"], "PYTEST_XDIST_WORKER": "gw-other"})
+    ours = subprocess.Popen(sleeper, env=mark)
+    sibling = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                                f"subprocess.Popen({sleeper!r}, env={mark!r}).wait()"],
+                               env={"PATH": mark["PATH"]})
     child = None
     try:
-        for _ in range(1200):  # the other test process's grading: its child, once it runs
-            children = Path(f"/proc/{theirs.pid}/task/{theirs.pid}/children").read_text().split()
+        for _ in range(1200):  # the sibling's grading: its child, once it runs
+            children = Path(f"/proc/{sibling.pid}/task/{sibling.pid}/children").read_text().split()
             if children:
                 child = int(children[0])
                 if str(scratch_root).encode() in Path(f"/proc/{child}/environ").read_bytes():
                     break
             time.sleep(0.05)
         else:
-            pytest.fail("the other test process's child never started")
-        left = _leftover_processes([], scratch_root)
+            pytest.fail("the sibling's child never started")
+        run = lambda: (os.getpid(), ours.pid)  # noqa: E731
+        left = _leftover_processes([], scratch_root, run)
         assert [line for line in left if line.startswith(f"{ours.pid}: ")], left
         assert not [line for line in left if line.startswith(f"{child}: ")], left
+        alone = _leftover_processes([], scratch_root, lambda: None)  # outside pytest-xdist: every one
+        assert {line.split(":")[0] for line in alone} >= {str(ours.pid), str(child)}, alone
     finally:
         if child is not None:
             try:
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for process in (ours, theirs):
+        for process in (ours, sibling):
             process.kill()
             process.wait()

@@ -365,8 +365,11 @@ def test_a_client_that_goes_away_ends_its_grading(shared, tmp_path, monkeypatch,
     sleeping.parent.mkdir()
     sleeping.write_text("import time\n\ntime.sleep(60)\n" + SOLUTION, encoding="utf-8")
     env = dict(shared.environ, GRADE_STATE_DIR=str(tmp_path / "state"))
+    # Ctrl-C as a terminal delivers it, whatever this run inherited: a shell starts a background job
+    # with SIGINT ignored, and Python keeps an ignored SIGINT ignored
     client = subprocess.Popen([sys.executable, "-m", "grader", "exercise3", "--submission", str(sleeping), "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while shared.status()["grading"] != 1 and time.monotonic() < deadline:
