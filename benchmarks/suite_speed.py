@@ -9,7 +9,8 @@ default tier records the catalogue's evidence, the slow tier replays it); ``--wa
 evidence kept from earlier runs. ``--catalog`` measures ``tests/test_catalog.py`` with every recording thrown
 away (what a first run, or a change to the grading process's code, costs), then again replaying
 them (what a change to a check costs). Each run's load average is printed beside its time: on a
-shared machine the times mean little without it.
+shared machine the times mean little without it. The suite runs in parallel test processes
+(``-n auto`` in pyproject.toml; ``-- -n 0`` times it in one).
 
     python benchmarks/suite_speed.py                  # both tiers, cold
     python benchmarks/suite_speed.py --tier default   # the README's command only
@@ -70,6 +71,8 @@ def report(name: str, arguments: list[str], cache: Path | None, slowest: int = 1
     seconds, status, last, files = timed(arguments, cache)
     print(f"{name}: {seconds:7.1f} s  (exit {status}; load average {before} before, {load()} after)")
     print(f"    {last}")
+    if files:  # the suite runs in several test processes (-n auto): these sum over them, beyond the wall time
+        print("    the slowest files, test time summed over the test processes:")
     for file, spent in sorted(files.items(), key=lambda item: -item[1])[:slowest]:
         print(f"    {spent:7.1f} s  {file}")
     return seconds, status
