@@ -47,22 +47,25 @@ def _digests(folders) -> dict[str, str]:
     return found
 
 
-def _start_time(pid: int) -> str | None:
-    """When process ``pid`` started (None once it has ended: gone, or a zombie waiting to be reaped)."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state first), None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return None if fields[0] in ("Z", "X") else fields[19]
+    return fields if len(fields) > 19 else None
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (None once it has ended: gone, or a zombie waiting to be reaped)."""
+    fields = _stat(pid)
+    return None if fields is None or fields[0] in ("Z", "X") else fields[19]
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None else None
 
 
 def _under_another_test_process(pid: int, run: tuple[int, int] | None) -> bool:
@@ -96,11 +99,11 @@ def _leftover_processes(known: list[tuple[int, str]], scratch_root: Path, run=_t
     interpreter, the daemon, or anything whose environment points into this test's scratch root;
     the gradings of the run's other test processes aside (``run()``: _under_another_test_process)."""
     left = [f"keeper {pid}" for pid, started in known if _start_time(pid) == started]
-    run = run()
+    beside = run()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        if _start_time(int(entry)) is None or _under_another_test_process(int(entry), run):
+        if _start_time(int(entry)) is None or _under_another_test_process(int(entry), beside):
             continue
         try:
             uid = os.stat(f"/proc/{entry}").st_uid
@@ -511,7 +514,8 @@ def test_the_leftover_search_sees_this_tests_processes_and_leaves_out_another_te
                                env={"PATH": mark["PATH"]})
     child = None
     try:
-        for _ in range(1200):  # the sibling's grading: its child, once it runs
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # the sibling's grading: its child, once it runs
             children = Path(f"/proc/{sibling.pid}/task/{sibling.pid}/children").read_text().split()
             if children:
                 child = int(children[0])
