@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -169,14 +170,18 @@ DEFAULT_TIER = "not slow"
 
 
 MAX_TEST_PROCESSES = 4  # each holds a grading worker and up to WARM_JOBS gradings in memory
+# Fixtures wider than one test that every test process may set up for itself, since what is costly in
+# them is shared between the processes of a run: the catalogue's gradings, each recorded by whichever
+# process claims it first and replayed by the others (tests/recorded.py's Claims and EvidenceCache).
+SHARED_BETWEEN_PROCESSES = frozenset({"tests.conftest.catalog_verdicts", "tests.conftest.catalog_requests"})
 
 
-def shared_units(items) -> dict[str, str]:
+def shared_units(items, apart=SHARED_BETWEEN_PROCESSES) -> dict[str, str]:
     """{test: its unit of work} for the tests that share a fixture of the suite wider than one test
-    (the catalogue graded once per run, a hostile class graded once per module, a private Slurm):
-    tests sharing one, directly or through another test, are one unit, named after one of its
-    fixtures, so a run of several test processes sets each such fixture up once. A test that
-    shares none is not listed: it is a unit of its own."""
+    (a hostile class graded once per module, a private Slurm): tests sharing one, directly or
+    through another test, are one unit, named after one of its fixtures, so a run of several test
+    processes sets each such fixture up once. A test that shares none (the fixtures in ``apart``
+    left out) is not listed: it is a unit of its own."""
     parent: dict[str, str] = {}
 
     def find(key: str) -> str:
@@ -191,7 +196,8 @@ def shared_units(items) -> dict[str, str]:
         keys = sorted(f"{definitions[-1].func.__module__}.{name}"
                       for name, definitions in (info.name2fixturedefs.items() if info else ())
                       if definitions and definitions[-1].scope != "function"
-                      and getattr(definitions[-1].func, "__module__", "").startswith("tests."))
+                      and getattr(definitions[-1].func, "__module__", "").startswith("tests.")
+                      and f"{definitions[-1].func.__module__}.{name}" not in apart)
         if keys:
             shared[item.nodeid] = keys
             for key in keys[1:]:
@@ -204,9 +210,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in MARKERS.get(item.path.name, ()):
             item.add_marker(name)
-    folder = getattr(config, "workerinput", {}).get("shared_units")
+    folder = getattr(config, "workerinput", {}).get("run_folder")
     if folder:  # a test process of pytest-xdist: its units of work, for the scheduler (SharedTogether)
-        path = Path(folder) / f"{config.workerinput['workerid']}.json"
+        path = Path(folder) / "units" / f"{config.workerinput['workerid']}.json"
+        path.parent.mkdir(exist_ok=True)
         path.with_suffix(".part").write_text(json.dumps(shared_units(items)), encoding="utf-8")
         path.with_suffix(".part").replace(path)
 
@@ -225,21 +232,23 @@ def pytest_xdist_auto_num_workers(config):
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """Each test process grades the catalogue with the seed this run resolved, in the tier it chose,
-    and says which of its tests share a fixture (pytest-xdist's hook)."""
+    and shares a folder with the others for the run (pytest-xdist's hook): there each says which of
+    its tests share a fixture, and claims the catalogue's gradings it records."""
     config = node.config
-    if not hasattr(config, "shared_units"):
+    if not hasattr(config, "run_folder"):
         import tempfile
 
-        config.shared_units = tempfile.mkdtemp(prefix="grader-test-units-")
+        config.run_folder = tempfile.mkdtemp(prefix="grader-test-run-")
     node.workerinput["catalog_seed"] = config.catalog_seed
     node.workerinput["default_tier"] = config.default_tier
-    node.workerinput["shared_units"] = config.shared_units
+    node.workerinput["run_started"] = config.run_started
+    node.workerinput["run_folder"] = config.run_folder
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's load scheduling (the default of ``-n``), the tests sharing a fixture one unit."""
-    if config.getvalue("dist") != "load" or not hasattr(config, "shared_units"):
+    if config.getvalue("dist") != "load" or not hasattr(config, "run_folder"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
@@ -252,7 +261,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if self.units is None:  # every process has collected by now; each wrote the same units
                 self.units = {}
-                for path in Path(config.shared_units).glob("*.json"):
+                for path in (Path(config.run_folder) / "units").glob("*.json"):
                     self.units.update(json.loads(path.read_text(encoding="utf-8")))
             return self.units.get(nodeid, nodeid)
 
@@ -260,7 +269,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_unconfigure(config):
-    folder = getattr(config, "shared_units", None)
+    folder = getattr(config, "run_folder", None)
     if folder and not hasattr(config, "workerinput"):
         import shutil
 
@@ -292,6 +301,7 @@ def pytest_configure(config):
 
     config.default_tier = (config.workerinput["default_tier"] if hasattr(config, "workerinput")
                            else _bare_run(config))
+    config.run_started = config.workerinput["run_started"] if hasattr(config, "workerinput") else time.time()
     if config.default_tier:
         config.option.markexpr = DEFAULT_TIER
 
@@ -341,7 +351,7 @@ def catalog_verdicts(request, tmp_path_factory):
     from grader import exercises
 
     from .catalog import catalog
-    from .recorded import EvidenceCache, Recorder, grade_all
+    from .recorded import Claims, EvidenceCache, Recorder, grade_all
 
     config = request.config
     folder = tmp_path_factory.mktemp("catalog")  # keyed as <catalog>: wherever it lies, the keys agree
@@ -359,21 +369,33 @@ def catalog_verdicts(request, tmp_path_factory):
             path.write_text(source, encoding="utf-8")
             items.append((exercise.id, name, path))
 
-    recordings = config.evidence_folder if config.evidence_folder is not None else tmp_path_factory.mktemp("evidence")
+    run_folder = getattr(config, "workerinput", {}).get("run_folder")
+    recordings = (config.evidence_folder if config.evidence_folder is not None
+                  else Path(run_folder) if run_folder else tmp_path_factory.mktemp("evidence"))
     evidence = EvidenceCache(recordings / "catalog", config.catalog_seed, places={folder: "<catalog>"},
-                             refresh=config.getoption("--record-evidence"))
+                             refresh=config.run_started if config.getoption("--record-evidence") else False)
     recorder = Recorder(evidence, warm_runner)
     settings = Settings(seed=config.catalog_seed)
+    # Several test processes share the recording: each starts at its own place in the catalogue,
+    # records what no other has claimed, and replays the rest once its recorder lets it go.
+    claims = Claims(Path(run_folder) / "claims") if run_folder else None
+    if run_folder:
+        start = len(items) * int(config.workerinput["workerid"].removeprefix("gw") or 0) // max(
+            1, int(config.workerinput.get("workercount", 1)))
+        items = items[start:] + items[:start]
     verdicts = {(exercise_id, name): verdict for (exercise_id, name, _), verdict in grade_all(
         lambda item: Grading(item[0], item[2], settings, runner=recorder,
-                             judges=_RecordingJudges(CATALOG_REQUESTS, (item[0], item[1]))), items, WARM_JOBS)}
+                             judges=_RecordingJudges(CATALOG_REQUESTS, (item[0], item[1]))), items, WARM_JOBS,
+        claims=claims, name=lambda item: f"{item[0]}/{item[1]}")}
     evidence.prune()
-    config.catalog_evidence = evidence
     kept = os.environ.get("GRADE_CATALOG_VERDICTS")
-    if kept:  # for .ci/compare_pythons.py: this Python's verdicts, to compare another's with
-        Path(kept).write_text(json.dumps({"seed": config.catalog_seed, "verdicts": {
+    if kept:  # for .ci/compare_pythons.py: this Python's verdicts, to compare another's with (each
+        # test process that grades the catalogue writes the same verdicts, whole, one after the other)
+        part = Path(f"{kept}.{os.getpid()}.part")
+        part.write_text(json.dumps({"seed": config.catalog_seed, "verdicts": {
             f"{exercise_id}/{name}": [v.status, v.score, [[c.id, c.status] for c in v.checks]]
             for (exercise_id, name), v in verdicts.items()}}), encoding="utf-8")
+        part.replace(kept)
     return verdicts
 
 

@@ -29,6 +29,7 @@ machine's load, not the submission alone.
 from __future__ import annotations
 
 import base64
+import fcntl
 import gzip
 import hashlib
 import importlib.metadata
@@ -125,9 +126,11 @@ class EvidenceCache:
     with the project's own folder, they are written as those names, so the same grading keys alike
     wherever the clone and the submissions lie."""
 
-    def __init__(self, folder: Path, seed: int, places: dict | None = None, refresh: bool = False):
-        """``refresh``: record every grading again, replacing what is kept under its key."""
-        self.refresh = refresh
+    def __init__(self, folder: Path, seed: int, places: dict | None = None, refresh: bool | float = False):
+        """``refresh``: record every grading again, replacing what is kept under its key — True, or the
+        time (seconds since the epoch) a refreshing run began, so the recordings its other test
+        processes have made since are replayed, not made again."""
+        self.refresh = (time.time() if refresh is True else float(refresh)) if refresh else None
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.seed = seed
@@ -165,8 +168,6 @@ class EvidenceCache:
     def load(self, key: str) -> dict | None:
         """The recording kept under ``key``, or None: none, of another format, or not the bytes
         that were written (a file cut short or edited since is recorded again)."""
-        if self.refresh:
-            return None
         try:
             with gzip.open(self._path(key), "rt", encoding="utf-8") as handle:
                 kept = json.load(handle)
@@ -175,6 +176,9 @@ class EvidenceCache:
         if not isinstance(kept, dict) or kept.get("format") != FORMAT or not isinstance(kept.get("recording"), dict):
             return None
         if kept.get("digest") != _digest(key, kept["recording"]):
+            return None
+        recorded_at = kept.get("recorded_at")
+        if self.refresh is not None and not (isinstance(recorded_at, (int, float)) and recorded_at >= self.refresh):
             return None
         try:
             os.utime(self._path(key))  # used now: pruning removes the least recently used
@@ -188,7 +192,7 @@ class EvidenceCache:
         try:
             with os.fdopen(handle, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
                 packed.write(json.dumps({"format": FORMAT, "digest": _digest(key, recording),
-                                         "recording": recording}).encode("utf-8"))
+                                         "recorded_at": time.time(), "recording": recording}).encode("utf-8"))
             os.replace(temporary, self._path(key))
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
@@ -357,34 +361,113 @@ class Replayed:
         pass
 
 
-def grade_all(gradings_of, items, jobs: int):
+class Claims:
+    """Work that the test processes of one run share out: each item is graded by whichever process
+    claims it first, and a process that finds an item claimed grades others meanwhile, then takes
+    the item once its claim ends (its recording is then replayed, not made again). A claim is an
+    exclusive ``flock`` on a file of its own in ``folder``, so the kernel ends it with its holder,
+    however that ends: a process that dies leaves nothing claimed."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._held: dict[str, int] = {}
+
+    def _file(self, name: str) -> Path:
+        return self.folder / (hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".claim")
+
+    def take(self, name: str, wait: bool = False) -> bool:
+        """Claim ``name``: True once this process holds it; False at once if another does and not ``wait``."""
+        if name in self._held:
+            return True
+        handle = os.open(self._file(name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(handle)
+            return False
+        except BaseException:
+            os.close(handle)
+            raise
+        self._held[name] = handle
+        return True
+
+    def release(self, name: str) -> None:
+        handle = self._held.pop(name, None)
+        if handle is not None:
+            os.close(handle)  # closing the only descriptor ends the flock
+
+    def release_all(self) -> None:
+        for name in list(self._held):
+            self.release(name)
+
+
+CLAIM_LOOK = 0.5  # seconds between looks at the claims of another process, while this one grades
+
+
+def grade_all(gradings_of, items, jobs: int, claims: Claims | None = None, name=str):
     """Yield (item, verdict) for every item, in the order they finish, with up to ``jobs`` gradings
     going at once: a child or a judge of each, whichever stage it is in. ``gradings_of(item)``
-    starts one grading (``grader.api.Grading``)."""
+    starts one grading (``grader.api.Grading``). With ``claims``, each grading starts only once this
+    process has claimed its item (``name(item)``), and ends its claim as it ends: the items another
+    process holds wait until it lets them go, while this one grades the rest."""
     queue = list(items)
     pending: list = []
     try:
         while queue or pending:
             while queue and len(pending) < max(1, jobs):
-                item = queue.pop(0)
+                index = _claim(queue, claims, name, wait=not pending)
+                if index is None:
+                    break  # every item left is another process's for now: look again soon
+                item = queue.pop(index)
                 pending.append((item, gradings_of(item)))
-            index = _next_ready([grading for _, grading in pending])
+            index = _next_ready([grading for _, grading in pending],
+                                CLAIM_LOOK if queue and len(pending) < max(1, jobs) else None)
+            if index is None:
+                continue
             item, grading = pending[index]
             if not grading.advance():
                 continue  # its judge has started: waited for like a child
             pending.pop(index)
-            yield item, grading.finish()
+            verdict = grading.finish()
+            if claims is not None:
+                claims.release(name(item))
+            yield item, verdict
     finally:
         for _, grading in pending:
             grading.close()
+        if claims is not None:
+            claims.release_all()
 
 
-def _next_ready(gradings) -> int:
+def _claim(queue: list, claims: Claims | None, name, wait: bool) -> int | None:
+    """The index of the first item in ``queue`` this process now holds; with ``wait``, waiting for
+    the first item's claim if another process holds every one."""
+    if claims is None:
+        return 0
+    for index, item in enumerate(queue):
+        if claims.take(name(item)):
+            return index
+    if wait:
+        claims.take(name(queue[0]), wait=True)
+        return 0
+    return None
+
+
+def _next_ready(gradings, most: float | None = None) -> int | None:
+    """The index of a grading ready to advance; None once ``most`` seconds have passed without one."""
+    deadline = None if most is None else time.monotonic() + most
     while True:
         for index, grading in enumerate(gradings):
             if grading.ready() or grading.sentinel is None:
                 return index
+        look = min(g.next_look() for g in gradings)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            look = min(look, left)
         poller = select.poll()
         for grading in gradings:
             poller.register(grading.sentinel, select.POLLIN)
-        poller.poll(int(min(g.next_look() for g in gradings) * 1000) + 10)
+        poller.poll(int(look * 1000) + 10)

@@ -9,6 +9,8 @@ import gzip
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from grader.api import Grading, Settings
 from grader.sandbox.process import Child
 
 from .catalog import catalog
-from .recorded import EvidenceCache, Recorder, StaleRecording, environment_digest, grade_all, replay
+from .recorded import Claims, EvidenceCache, Recorder, StaleRecording, environment_digest, grade_all, replay
 
 SEED = 11
 EXERCISE = exercises.get("exercise1")
@@ -266,6 +268,109 @@ def test_refreshing_records_again_what_is_kept(recorded, tmp_path):
     verdict = _grade(refreshing, recorded["path"], starts)
     assert starts == [1] and refreshing.recorded == 1 and refreshing.hits == 0
     assert _comparable(verdict)[0]["checks"] == _comparable(recorded["verdict"])[0]["checks"]
+
+
+def test_a_refresh_replays_what_was_recorded_since_it_began(recorded, tmp_path):
+    """Another test process of a refreshing run recorded it: replayed, not recorded a third time."""
+    cache, file = _copy(recorded, tmp_path)
+    with gzip.open(file, "rt", encoding="utf-8") as handle:
+        since = json.load(handle)["recorded_at"]
+    assert EvidenceCache(cache.folder, SEED, refresh=since + 1).load(file.name[:-len(".evidence.gz")]) is None
+    refreshing = EvidenceCache(cache.folder, SEED, refresh=since)
+    starts = []
+    verdict = _grade(refreshing, recorded["path"], starts)
+    assert starts == [] and refreshing.hits == 1 and refreshing.recorded == 0
+    assert _comparable(verdict) == _comparable(recorded["verdict"])
+
+
+def test_a_claim_is_one_holders_until_it_lets_go_or_ends(tmp_path):
+    """Two holders (each its own open file, as two processes are) never hold one item at once; a
+    holder that dies without letting go ends its claims with it."""
+    mine, theirs = Claims(tmp_path / "claims"), Claims(tmp_path / "claims")
+    assert mine.take("exercise1/solution") and mine.take("exercise1/solution")
+    assert not theirs.take("exercise1/solution")
+    assert theirs.take("exercise1/stub") and not mine.take("exercise1/stub")
+    mine.release("exercise1/solution")
+    assert theirs.take("exercise1/solution")
+    theirs.release_all()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys; sys.path.insert(0, sys.argv[2]); from tests.recorded import Claims; "
+        "assert Claims(sys.argv[1]).take('exercise1/../x/solution'); print('held', flush=True); sys.stdin.read()"),
+        str(tmp_path / "claims"), str(Path(__file__).resolve().parents[1])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert not mine.take("exercise1/../x/solution")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert mine.take("exercise1/../x/solution", wait=True)  # the kernel ended the dead holder's claim
+    assert {path.suffix for path in (tmp_path / "claims").iterdir()} == {".claim"}  # names are data, not paths
+
+
+SHARING = """
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.recorded import Claims, grade_all
+
+folder, me = sys.argv[2], sys.argv[3]
+items = [f"item{i:02d}" for i in range(int(sys.argv[4]))]
+start = len(items) * int(me) // 2
+items = items[start:] + items[:start]
+open(os.path.join(folder, f"ready{me}"), "w").close()  # both start together, however slow either is to start
+deadline = time.monotonic() + 300
+while not all(os.path.exists(os.path.join(folder, f"ready{other}")) for other in "01"):
+    assert time.monotonic() < deadline, "the other process never started"
+    time.sleep(0.01)
+
+
+class Grading:  # recorded by whoever grades an item first, replayed by any other
+    sentinel = None
+
+    def __init__(self, item):
+        self.item = item
+
+    def ready(self):
+        return True
+
+    def advance(self):
+        return True
+
+    def finish(self):
+        recording = os.path.join(folder, self.item + ".recorded")
+        if os.path.exists(recording):
+            return "replayed"
+        time.sleep(0.02 * (1 + hash(self.item) % 3))
+        with open(recording, "x") as out:  # fails if another grader recorded it meanwhile
+            out.write(me)
+        return "recorded"
+
+    def close(self):
+        pass
+
+
+print(json.dumps(dict(grade_all(Grading, items, 2, claims=Claims(os.path.join(folder, "claims"))))))
+"""
+
+
+def test_processes_sharing_a_list_grade_each_item_once_and_each_gets_every_verdict(tmp_path):
+    """Two test processes grading the same catalogue at once: every item is recorded by exactly one of
+    them, while both grade (one of the two ways) every item."""
+    count = 40
+    root = str(Path(__file__).resolve().parents[1])
+    processes = [subprocess.Popen([sys.executable, "-c", SHARING, root, str(tmp_path), str(me), str(count)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for me in (0, 1)]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    items = {f"item{i:02d}" for i in range(count)}
+    assert all(set(result) == items for result in results)
+    for item in items:
+        assert sorted(result[item] for result in results) == ["recorded", "replayed"], item
+    recorded_by = [(tmp_path / f"{item}.recorded").read_text() for item in sorted(items)]
+    assert set(recorded_by) == {"0", "1"}  # both took part
 
 
 def test_many_gradings_are_scheduled_together_and_each_gets_its_verdict(recorded, tmp_path):
