@@ -1,7 +1,8 @@
 """Imported once by the batch worker (``grader.probe.worker``) before it forks any child.
 
 It imports Keras on the backend the worker was started for (``KERAS_BACKEND``:
-TensorFlow, JAX or PyTorch, with the backend's library), the probes and the
+TensorFlow, JAX or PyTorch, with the backend's library, and TensorFlow wherever
+it is installed, which every grading's seeding of Keras imports), the probes and the
 confinement, so each forked child starts with them loaded, but it runs no
 operation of the backend: the runtime (its thread pools, JAX's CPU client,
 PyTorch's pools) is created fresh in each child, after the fork. A worker serves
