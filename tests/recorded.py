@@ -5,10 +5,11 @@ a judge runs the checks over it (``grader.api``). What the child sends is
 fixed by the submission's bytes, the job and the secrets the parent chose, the
 code that runs beside the submission and the libraries it imports. So the
 suite records each catalogued submission's evidence once, through the batch's
-warm worker, and keeps the recording between runs in pytest's cache folder,
-keyed by all of that; a run whose key matches replays the recording instead of
-starting a child, and the judge (the checks, the replay, the references) runs
-in full every time.
+warm worker, and keeps the recording between runs, keyed by all of that; a
+run whose key matches replays the recording instead of starting a child, and
+the judge (the checks, the replay, the references) runs in full every time.
+The test processes of one run share the recording out (``Claims``): each
+submission is recorded by one of them and replayed by the others.
 
 The recordings live outside the clone (``evidence_folder``: ``GRADE_EVIDENCE_CACHE``, else the
 user's cache folder), keyed by content alone — never by a path or the interpreter's location — so a
