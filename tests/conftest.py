@@ -193,11 +193,11 @@ def shared_units(items, apart=SHARED_BETWEEN_PROCESSES) -> dict[str, str]:
     shared = {}
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
-        keys = sorted(f"{definitions[-1].func.__module__}.{name}"
-                      for name, definitions in (info.name2fixturedefs.items() if info else ())
-                      if definitions and definitions[-1].scope != "function"
-                      and getattr(definitions[-1].func, "__module__", "").startswith("tests.")
-                      and f"{definitions[-1].func.__module__}.{name}" not in apart)
+        wide = (f"{definitions[-1].func.__module__}.{name}"
+                for name, definitions in (info.name2fixturedefs.items() if info else ())
+                if definitions and definitions[-1].scope != "function"
+                and getattr(definitions[-1].func, "__module__", "").startswith("tests."))
+        keys = sorted(key for key in wide if key not in apart)
         if keys:
             shared[item.nodeid] = keys
             for key in keys[1:]:
@@ -376,10 +376,10 @@ def catalog_verdicts(request, tmp_path_factory):
                              refresh=config.run_started if config.getoption("--record-evidence") else False)
     recorder = Recorder(evidence, warm_runner)
     settings = Settings(seed=config.catalog_seed)
-    # Several test processes share the recording: each starts at its own place in the catalogue,
-    # records what no other has claimed, and replays the rest once its recorder lets it go.
-    claims = Claims(Path(run_folder) / "claims") if run_folder else None
-    if run_folder:
+    claims = None
+    if run_folder:  # the run's test processes share the recording: each starts at its own place in the
+        # catalogue, records what no other has claimed, and replays the rest once its holder lets it go
+        claims = Claims(Path(run_folder) / "claims")
         start = len(items) * int(config.workerinput["workerid"].removeprefix("gw") or 0) // max(
             1, int(config.workerinput.get("workercount", 1)))
         items = items[start:] + items[:start]

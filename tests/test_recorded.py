@@ -304,7 +304,7 @@ def test_a_claim_is_one_holders_until_it_lets_go_or_ends(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    assert mine.take("exercise1/../x/solution", wait=True)  # the kernel ended the dead holder's claim
+    assert mine.take("exercise1/../x/solution")  # the kernel ended the dead holder's claim
     assert {path.suffix for path in (tmp_path / "claims").iterdir()} == {".claim"}  # names are data, not paths
 
 
