@@ -65,10 +65,11 @@ def displayed(verdict: Verdict) -> Verdict:
                                checks=checks, context=_printable_value(verdict.context))
 
 
-def render(verdict: Verdict, details: bool = False, all_checks: bool = False) -> RenderableType:
+def render(verdict: Verdict, details: bool = False, all_checks: bool = False, next_step: str = "") -> RenderableType:
     """The report: a short header (``details``: the full one, with seed, versions and every sandbox
     measure), one line per topic, each cause of failure once with the checks it also fails, and
-    what to do next. ``all_checks`` lists every check, passed ones included."""
+    what to do next. ``all_checks`` lists every check, passed ones included; ``next_step`` is what a
+    passing report tells the student to do next (``grader.exercises.tracks.next_step``)."""
     verdict = displayed(verdict)
     parts: list[RenderableType] = [full_header(verdict) if details else header(verdict)]
     causes = root_causes(verdict.checks)
@@ -94,7 +95,7 @@ def render(verdict: Verdict, details: bool = False, all_checks: bool = False) ->
             Panel(Text(verdict.context["output"], style="dim"), title="What your code printed",
                   title_align="left", border_style="dim")
         )
-    parts.append(summary(verdict, causes))
+    parts.append(summary(verdict, causes, next_step))
     return Group(*parts)
 
 
@@ -305,31 +306,7 @@ def message_text(message: str, style: str, shown: Shown | None = None, check_id:
     return text
 
 
-def next_step(verdict: Verdict) -> str:
-    """What a student who passed does next."""
-    from .exercises import EXERCISES, tracks
-
-    try:
-        ids = list(tracks.of(verdict.exercise).exercises)
-    except KeyError:
-        return "Every check passed."
-    if verdict.exercise == "exercise3":
-        return ("Next: `grade explain exercise3` measures, on your encoder, why it needs two LayerNormalization "
-                "layers; then `grade exercise4`.")
-    if verdict.exercise in ids and ids.index(verdict.exercise) + 1 < len(ids):
-        following = EXERCISES[ids[ids.index(verdict.exercise) + 1]]
-        return f"Next: {following.id}, {following.title.lower()} — read exercises/{following.id}.md, then " \
-               f"`grade {following.id}`."
-    if verdict.exercise == ids[-1] and verdict.exercise == "exercise5":
-        return ("That was the chapter's last exercise: you built the positional embedding, self-attention, the "
-                "Transformer encoder and decoder, and a text classifier that keeps padding out of attention, "
-                "trains and survives saving.")
-    if verdict.exercise == ids[-1]:
-        return f"That was the last exercise of {tracks.of(verdict.exercise).chapter}."
-    return "Every check passed."
-
-
-def summary(verdict: Verdict, causes: list[Cause] | None = None) -> RenderableType:
+def summary(verdict: Verdict, causes: list[Cause] | None = None, next_step: str = "") -> RenderableType:
     causes = root_causes(verdict.checks) if causes is None else causes
     counts = {}
     for c in verdict.checks:
@@ -343,7 +320,7 @@ def summary(verdict: Verdict, causes: list[Cause] | None = None) -> RenderableTy
     if verdict.status != "error" and causes:
         line.append(f"  ·  {len(causes)} cause{'s' if len(causes) > 1 else ''}", style="bold")
     if verdict.status == "passed":
-        advice = "Every check passed. Well done. " + next_step(verdict)
+        advice = " ".join(filter(None, ["Every check passed. Well done.", next_step]))
     elif verdict.status == "error":
         advice = "Fix the problem above and " + ("save: the grader runs again." if verdict.context.get("watching")
                                                  else "run the grader again.")

@@ -291,19 +291,35 @@ def test_no_long_line_is_printed_twice():
 
 
 def test_a_passing_report_says_what_to_do_next():
-    def footer(exercise):
-        out = text(summarise(exercise, "x.py", [check("api.constructor", "passed")], CONTEXT))
-        return " ".join(out.split("Every check passed")[1].split())
-
     from grader.exercises import tracks
 
-    assert "grade explain exercise3" in footer("exercise3")
+    def footer(exercise, **view):
+        out = text(summarise(exercise, "x.py", [check("api.constructor", "passed")], CONTEXT), **view)
+        return " ".join(out.split("Every check passed")[1].split())
+
+    assert "Well done." in footer("exercise3") and "grade" not in footer("exercise3")  # only the step it is given
+    assert "grade explain exercise3" in footer("exercise3", next_step=tracks.next_step("exercise3"))
     for track in tracks.TRACKS:
         for earlier, later in zip(track.exercises, track.exercises[1:]):
-            assert f"grade {later}" in footer(earlier), (earlier, later)
-        last = footer(track.exercises[-1])
+            assert f"grade {later}" in footer(earlier, next_step=tracks.next_step(earlier)), (earlier, later)
+        last = footer(track.exercises[-1], next_step=tracks.next_step(track.exercises[-1]))
         assert "last exercise" in last and "grade exercise" not in last and "grade ch15" not in last
-    assert "encoder" in footer(tracks.get("2").exercises[-1])
+    assert "encoder" in tracks.next_step(tracks.get("2").exercises[-1])
+
+
+def test_every_report_a_student_reads_gives_the_next_step(tmp_path, monkeypatch):
+    """The terminal's report (``grade``, ``--watch``) and a student's page of the class report."""
+    from grader import exercises
+    from grader.cli.grading import grade_and_show
+    from grader.integrations.class_report import render_student
+
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path / "state"))
+    verdict = summarise("exercise1", "x.py", [check("api.constructor", "passed")], CONTEXT)
+    console = Console(file=io.StringIO(), width=100, color_system=None, legacy_windows=False)
+    grade_and_show(exercises.get("exercise1"), tmp_path / "x.py", None, console, grader=lambda *args: verdict)
+    assert "`grade exercise2`" in console.file.getvalue()
+    page = render_student(dict(verdict.to_json(), id="ada"), "exercise1")
+    assert "grade exercise2" in page
 
 
 def test_the_batch_summary_names_each_submission_by_its_first_cause():

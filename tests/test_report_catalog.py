@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from grader import exercises
+from grader.exercises import tracks
 from grader.causes import root_causes
 from grader.report import render
 
@@ -49,7 +50,7 @@ PASSING_LINES = 30
 
 def text(verdict, width: int) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
-    console.print(render(verdict))
+    console.print(render(verdict, next_step=tracks.next_step(verdict.exercise)))
     return console.file.getvalue()
 
 

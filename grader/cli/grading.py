@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .. import exercises
+from ..exercises import tracks
 from ..verdict import EXIT_ERROR
 from .common import _exercise_or_file, add_settings_arguments, add_visibility_argument, resolve_settings, say
 
@@ -145,7 +146,8 @@ def grade_command(argv: list[str]) -> int:
 
                 from ..report import render
 
-                Console().print(render(verdict, details=args.details, all_checks=args.all_checks))
+                Console().print(render(verdict, details=args.details, all_checks=args.all_checks,
+                                       next_step=tracks.next_step(verdict.exercise)))
             return verdict.exit_code
 
         from rich.console import Console
@@ -261,7 +263,8 @@ def all_backends(exercise, submission: Path, settings, args, parser, warm=None) 
         with console.status(f"Grading {submission} on every installed backend …", spinner="dots"):
             comparison = grade_all(exercise.id, submission, settings)
         reference = comparison.verdicts[comparison.reference]
-        console.print(render(reference, details=args.details, all_checks=args.all_checks))
+        console.print(render(reference, details=args.details, all_checks=args.all_checks,
+                             next_step=tracks.next_step(reference.exercise)))
         console.print(backends_view(comparison))
     verdict = comparison.verdicts[comparison.reference]
     progress.record_verdict(verdict)
@@ -346,7 +349,7 @@ def grade_and_show(exercise, submission: Path, settings, console, watching: bool
     verdict.context["watching"] = watching
     if watching:
         console.clear()
-    console.print(render(verdict, **(view or {})))
+    console.print(render(verdict, **(view or {}), next_step=tracks.next_step(verdict.exercise)))
     return verdict
 
 

@@ -84,6 +84,10 @@ class Exercise:
     position: int = 0  # its place in its track: a student does 1 first
     # what the layer (or model) is made of, of PARTS: a message names only parts the exercise has
     parts: tuple[str, ...] = ()
+    # what the report of a passing grading says (``grader.exercises.tracks.next_step``): a step to take
+    # before the track's next exercise, and the words that close the track after its last one
+    step_before_next: str = ""
+    closing: str = ""
 
     @property
     def class_name(self) -> str:

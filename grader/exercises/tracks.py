@@ -4,8 +4,8 @@ The second edition's chapter 11 and the third edition's chapter 15 teach the sam
 names, signatures and mask arguments. Each edition is a track: a name (what ``grade init --edition``
 takes), the chapter it follows and its exercises, in the order a student does them. Adding a track
 is adding its exercises' folders (each spec names its edition and its place in it) and one line of
-``EDITIONS`` (``grader/exercises/spec.py``); ``grade init``, ``grade list`` and the nbgrader course
-read the tracks and nothing else.
+``EDITIONS`` (``grader/exercises/spec.py``); ``grade init``, ``grade list``, the nbgrader course and
+the next step a passing report gives (``next_step``) read the tracks and nothing else.
 
 A workspace says which track it follows by the exercise files it holds: ``grade init --edition 3``
 writes only the third edition's. A clone of the repository holds every track's files.
@@ -61,3 +61,22 @@ def in_folder(exercises_folder: Path | None) -> list[Track]:
         return []
     return [track for track in TRACKS
             if any((Path(exercises_folder) / f"{exercise_id}.py").is_file() for exercise_id in track.exercises)]
+
+
+def next_step(exercise_id: str) -> str:
+    """What the report of a passing grading tells the student to do next: the track's next exercise
+    (after a step of the exercise's own, where it declares one), or the track's closing words after its
+    last; nothing for an exercise of no track."""
+    try:
+        track = of(exercise_id)
+    except KeyError:
+        return ""
+    exercise = EXERCISES[exercise_id]
+    place = track.exercises.index(exercise_id)
+    if place + 1 == len(track.exercises):
+        return exercise.closing or f"That was the last exercise of {track.chapter}."
+    following = EXERCISES[track.exercises[place + 1]]
+    if exercise.step_before_next:
+        return f"Next: {exercise.step_before_next}; then `grade {following.id}`."
+    return f"Next: {following.id}, {following.title.lower()} — read exercises/{following.id}.md, then " \
+           f"`grade {following.id}`."

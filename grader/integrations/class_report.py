@@ -591,6 +591,7 @@ def render_student(record: dict, exercise: str = "") -> str:
     from ..report import render as report
 
     from .. import exercises
+    from ..exercises import tracks
 
     verdict = verdict_of(record)
     try:
@@ -599,7 +600,7 @@ def render_student(record: dict, exercise: str = "") -> str:
         pass
     console = Console(record=True, width=REPORT_WIDTH, file=io.StringIO(), color_system="truecolor",
                       force_terminal=True, legacy_windows=False)
-    console.print(report(verdict))
+    console.print(report(verdict, next_step=tracks.next_step(verdict.exercise or exercise)))
     terminal = console.export_html(inline_styles=True, code_format="{code}")
     identity = str(record.get("id", ""))
     student = record.get("student")

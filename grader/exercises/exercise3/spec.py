@@ -34,6 +34,7 @@ EXERCISE = Exercise(
     position=3,
     parts=("attention", "feed-forward", "norm", "residual"),
     title="The Transformer encoder",
+    step_before_next="`grade explain exercise3` measures, on your encoder, why it needs two LayerNormalization layers",
     target="TransformerEncoder",
     notebook=Notebook(
         visible_test=VISIBLE_TEST,
