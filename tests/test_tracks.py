@@ -14,7 +14,7 @@ import pytest
 
 from grader.cli.common import _exercise_choice, _exercise_or_file, nearest
 from grader.cli.grading import _grade_parser
-from grader import cli, exercises
+from grader import exercises
 from grader.exercises import tracks
 from grader.student.workspace import init_workspace, workspace_files
 
