@@ -173,7 +173,9 @@ def breakdown(path: Path, count: int, work: Path) -> dict[str, float]:
     """Mean seconds of each part of a warm grading of ``path`` (``count`` gradings, after one that
     warms the worker and the judge server), each part as the grader sees it."""
     from grader.api import Grading
-    from grader.integrations.batch import Outputs, Result, Submission, Workers
+    from grader.integrations.outputs import Outputs, Result
+    from grader.integrations.discovery import Submission
+    from grader.workers import Workers
     from grader.integrations.class_report import write_report
 
     workers = Workers()
@@ -238,7 +240,8 @@ def resident_mib() -> float:
 
 
 def memory_run(work: Path, count: int, jobs: int) -> None:
-    from grader.integrations.batch import Submission, run_batch
+    from grader.integrations.discovery import Submission
+    from grader.integrations.batch import run_batch
 
     folder = work / "memory"
     folder.mkdir()

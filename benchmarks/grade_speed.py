@@ -146,7 +146,7 @@ def breakdown(rounds: int) -> list[tuple[str, float]]:
 
     from grader import exercises
     from grader.api import Grading, Settings
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
     from grader.report import render
 
     exercise = exercises.get("exercise3")

@@ -47,7 +47,7 @@ def main() -> int:
     from rich.console import Console
 
     from grader import exercises
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
     from grader.cli.grading import grade_and_show
     from grader.api import Settings
 

@@ -49,7 +49,7 @@ class Grading:
                  refusal: str | None = None, judges=None, compiled: dict | None = None):
         """``runner(job, source, timeout, memory_mb, respond=...)`` starts the child and returns
         something whose ``wait()`` gives its ChildRun: a fresh process by default, a fork of a
-        pre-imported worker in batch mode (``grader.integrations.batch``). ``judges()`` gives the ``Judges`` that
+        pre-imported worker (``grader.workers``). ``judges()`` gives the ``Judges`` that
         judge its evidence (this process's own by default). With ``refusal`` the submission is
         not read: its verdict is an error that says why. ``compiled`` is the folder of compiled
         operations the child uses (``grader.compiled``; by default the grader's own, read only)."""
@@ -298,7 +298,7 @@ def grade(exercise_id: str, submission: Path, settings: Settings = Settings()) -
 def grade_pairs(items, settings: Settings = Settings(), jobs: int = 2, runner=Child):
     """Yield (exercise_id, submission, verdict) for (exercise_id, submission) items, in order,
     with up to ``jobs`` gradings going at once (``runner`` starts each child: a fresh process by
-    default, a fork of the batch's warm worker with ``grader.integrations.batch.Workers()``)."""
+    default, a fork of the batch's warm worker with ``grader.workers.Workers()``)."""
     pending: list[Grading] = []
     queue = list(items)
     while queue or pending:

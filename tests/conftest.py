@@ -13,7 +13,7 @@ import pytest
 
 from grader.api import Grading, Settings, grade_pairs
 # the batch's own worker class, taken before any test stands SharedWorkers in for it
-from grader.integrations.batch import Workers as _Workers
+from grader.workers import Workers as _Workers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Every `grade` of the suite grades cold, in this process and in the commands it runs, and leaves no
@@ -34,7 +34,7 @@ _warm = None
 
 
 def warm_runner():
-    """This run's grading worker (``grader.integrations.batch.Workers``: TensorFlow imported once, a child forked
+    """This run's grading worker (``grader.workers.Workers``: TensorFlow imported once, a child forked
     per grading, as ``grade batch`` grades a class), started on first use and ended with the run.
     tests/test_batch.py shows its verdicts equal a fresh grading process's; the tests that are
     about the fresh process itself (``grade``, the command) keep starting one."""
@@ -52,7 +52,7 @@ def pytest_sessionfinish(session):
 
 
 class SharedWorkers:
-    """Stands in for ``grader.integrations.batch.Workers`` where a test runs ``grade batch`` in this process many
+    """Stands in for ``grader.workers.Workers`` where a test runs ``grade batch`` in this process many
     times and is not about the worker: every run forks from this run's worker, which outlives them."""
 
     def __init__(self, *_args, **_kwargs):

@@ -176,7 +176,7 @@ def test_the_judge_and_the_comparison_import_no_backend():
 def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 11) -> tuple[dict, dict]:
     """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
     ``backend``, forked from a warm worker that preloaded it (as grade batch grades a class)."""
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
 
     mistakes, variants = catalog(exercise_id)
     sources = {"solution": exercises.get(exercise_id).solution.read_text(encoding="utf-8")}
@@ -437,7 +437,7 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     import watchfiles
     from rich.console import Console
 
-    from grader.integrations import batch
+    from grader import workers as warm
     from grader.cli import grading as cli
 
     exercise = exercises.get("exercise3")
@@ -446,7 +446,7 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
     submission.write_text(solution.replace(*TENSOR_CHECKED_MASK), encoding="utf-8")
     workers = []
 
-    class Recording(batch.Workers):
+    class Recording(warm.Workers):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             workers.append(self)
@@ -457,7 +457,7 @@ def test_watch_forks_from_a_worker_that_preloaded_jax(tmp_path, monkeypatch):
 
     verdicts = []
     show = cli.grade_and_show
-    monkeypatch.setattr(batch, "Workers", Recording)
+    monkeypatch.setattr(warm, "Workers", Recording)
     monkeypatch.setattr(watchfiles, "watch", saves)
     monkeypatch.setattr(cli, "grade_and_show", lambda *a, **k: verdicts.append(show(*a, **k)) or verdicts[-1])
     settings = Settings(seed=4, backend="jax", timeout=SLOW_BACKEND_TIMEOUT)

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from grader import exercises
-from grader.integrations.batch import run_batch, survey
+from grader.integrations.batch import run_batch
+from grader.integrations.discovery import survey
 from grader.integrations.class_report import plural
 from grader.api import Settings
 
@@ -42,7 +43,7 @@ ENDLESS_PHASE = "variables"
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
 
     folder = tmp_path_factory.mktemp("class")
     for name, source in MIXED.items():
@@ -223,7 +224,8 @@ def test_students_whose_folder_names_are_odd_keep_one_row_and_one_verdict_each(t
 
 def test_links_and_special_files_are_never_read(tmp_path):
     from grader import exercises
-    from grader.integrations.batch import refused_result, survey
+    from grader.integrations.outputs import refused_result
+    from grader.integrations.discovery import survey
 
     solutions = exercises.get("exercise3").solution.parent
     folder = tmp_path / "class"
@@ -244,7 +246,7 @@ def test_links_and_special_files_are_never_read(tmp_path):
 def test_a_worker_that_dies_or_stalls_is_replaced_and_the_batch_goes_on(tmp_path):
     """The test itself kills the worker after the first result, then stops it (SIGSTOP) after the
     third: every submission still gets its verdict, from a new worker, and no worker is left."""
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
 
     folder = tmp_path / "class"
     folder.mkdir()
@@ -307,7 +309,7 @@ def test_a_batch_killed_part_way_resumes_to_what_an_uninterrupted_run_gives(tmp_
     import time
 
     from grader import cli
-    from grader.integrations.batch import finished_rows
+    from grader.integrations.outputs import finished_rows
 
     from .catalog.exercise3 import MISTAKES
     from .conftest import SharedWorkers

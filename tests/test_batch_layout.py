@@ -13,10 +13,9 @@ import pytest
 import grader
 from grader import cli
 from grader.api import Settings
-from grader.integrations.batch import (
-    LayoutError, Outputs, Result, ResultsFolderError, StartedRun, Submission, class_ids, finished_rows,
-    prepare_results_folder, refused_result, survey,
-)
+from grader.integrations.discovery import LayoutError, Submission, class_ids, survey
+from grader.integrations.outputs import (Outputs, Result, ResultsFolderError, StartedRun, finished_rows,
+                                        prepare_results_folder, refused_result)
 from grader.integrations.shards import WHOLE, manifest
 from grader.verdict import CheckResult, Verdict
 

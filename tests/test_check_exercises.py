@@ -65,7 +65,7 @@ def test_a_solution_short_of_full_marks_and_a_stub_with_points_are_told(monkeypa
     """The graded part, with the grading replaced by verdicts chosen here: a solution failing a check,
     and a stub earning a point."""
     import grader.api
-    import grader.integrations.batch
+    import grader.workers
 
     def fake_grade_pairs(items, settings, runner):
         for exercise_id, path in items:
@@ -77,7 +77,7 @@ def test_a_solution_short_of_full_marks_and_a_stub_with_points_are_told(monkeypa
             pass
 
     monkeypatch.setattr(grader.api, "grade_pairs", fake_grade_pairs)
-    monkeypatch.setattr(grader.integrations.batch, "Workers", NoWorkers)
+    monkeypatch.setattr(grader.workers, "Workers", NoWorkers)
     problems = check_exercises.graded_problems([exercises.get("exercise2")])["exercise2"]
     assert problems == ["the solution earns 1/2 (not passed: api.output_shape)",
                         "the stub earns 1 point (api.constructor)"]

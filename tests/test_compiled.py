@@ -15,7 +15,7 @@ from grader.api import Settings
 from grader.sandbox.landlock import abi_version
 
 from grader.api import Grading
-from grader.integrations.batch import Workers
+from grader.workers import Workers
 
 needs_jax = pytest.mark.skipif(not backends.installed("jax"), reason="JAX is not installed here (pip install '.[jax]')")
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="the kernel has no Landlock: no folder is kept")

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.integrations.batch import Workers, run_batch, survey
+from grader.workers import Workers
+from grader.integrations.batch import run_batch
+from grader.integrations.discovery import survey
 from grader.sandbox.privileges import UID_BASE, UID_SPAN
 from grader.api import Settings
 

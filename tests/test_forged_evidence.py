@@ -17,7 +17,8 @@ import pytest
 
 from grader import exercises
 from grader.protocol import wire
-from grader.integrations.batch import run_batch, survey
+from grader.integrations.batch import run_batch
+from grader.integrations.discovery import survey
 from grader.api import Grading, Settings
 
 from .conftest import grade_sources, warm_runner

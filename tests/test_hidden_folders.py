@@ -183,7 +183,7 @@ def test_under_landlock_the_hidden_folders_cannot_be_read(tmp_path):
 
 
 def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
-    from grader.integrations.batch import Submission, private_folders
+    from grader.integrations.discovery import Submission, private_folders
 
     found = [Submission("alice", Path("/opt/course/submitted/alice/exercise3/exercise3.ipynb"), "alice"),
              Submission("bob", Path("/opt/course/submitted/bob/exercise3/exercise3.ipynb"), "bob"),
@@ -193,7 +193,7 @@ def test_a_batch_hides_each_submissions_folder_and_an_nbgrader_course_whole():
 
 
 def test_a_class_is_hidden_whole_and_the_child_sees_no_roster(tmp_path):
-    from grader.integrations.batch import survey
+    from grader.integrations.discovery import survey
 
     course = tmp_path / "course"
     for student in ("alice", "bob"):

@@ -388,7 +388,8 @@ def test_export_and_feedback_work_after_batch(batch):
 @pytest.mark.slow
 def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
     """A test cell that is not one of the exercise's topics would score full marks without running: refused."""
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
     from grader.integrations.gradebook import store
 
     copy = tmp_path / "course"
@@ -412,7 +413,8 @@ def test_batch_refuses_a_test_cell_it_cannot_score(term, tmp_path):
 def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_stored(term, tmp_path):
     """nbgrader globs a student id: a stub handed in as ``alice*``, stored last, would autograde (and
     overwrite) alice. It is refused with the reason; alice and bob keep their own scores, read back."""
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
     from grader.integrations.gradebook import store
 
     copy = tmp_path / "course"
@@ -436,7 +438,8 @@ def test_a_student_id_nbgrader_would_read_as_a_pattern_is_refused_and_the_class_
 def test_a_score_the_gradebook_does_not_hold_as_given_is_an_error(term, tmp_path, monkeypatch):
     """Every stored score is read back: one that differs from its verdict is not counted as stored."""
     from grader.integrations import gradebook
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
 
     copy = tmp_path / "course"
     shutil.copytree(term.pristine, copy)

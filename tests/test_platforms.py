@@ -17,7 +17,8 @@ import pytest
 
 from grader import exercises
 from grader.integrations import platforms
-from grader.integrations.batch import Outputs, Result, Submission, gradescope
+from grader.integrations.outputs import Outputs, Result, gradescope
+from grader.integrations.discovery import Submission
 from grader.integrations.platforms import (
     DEFAULT_VISIBILITY, SubmissionNotFound, find_submission, gradescope_results, gradescope_visibility,
     markdown_text, prairielearn_results, write_json,

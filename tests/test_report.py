@@ -196,7 +196,8 @@ def test_grade_list_keeps_whole_words_at_80_columns():
 
 
 def test_what_a_submission_printed_or_raised_cannot_drive_the_terminal():
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
     from grader.report import batch_summary
 
     escape = "\x1b[2J\x1b[H\x1b[32mScore 23/23 passed\x1b]0;title\x07"
@@ -323,7 +324,8 @@ def test_every_report_a_student_reads_gives_the_next_step(tmp_path, monkeypatch)
 
 
 def test_the_batch_summary_names_each_submission_by_its_first_cause():
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
     from grader.report import batch_summary
 
     crash = CRASH.format(where="when used in a functional model")
@@ -345,7 +347,8 @@ def test_the_batch_summary_names_each_submission_by_its_first_cause():
      "Your file exercise3.py has a SyntaxError at line 4, column 13: '(' was never closed."),
 ])
 def test_an_error_row_of_the_batch_summary_says_what_failed(error, headline):
-    from grader.integrations.batch import Result, Submission
+    from grader.integrations.outputs import Result
+    from grader.integrations.discovery import Submission
     from grader.report import batch_summary
 
     broken = error_verdict("exercise3", "/x.py", error, 23, CONTEXT)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from grader import exercises
-from grader.integrations.batch import Outputs, Submission, run_batch
+from grader.integrations.outputs import Outputs
+from grader.integrations.discovery import Submission
+from grader.integrations.batch import run_batch
 from grader.judge.declarations import declared_checks
 from grader.judge.plugin import ChecksOverran, Watchdog, run_checks
 from grader.api import Grading, Settings

@@ -255,7 +255,7 @@ def test_shares_are_stable_and_cover_every_id():
 
 
 def test_force_replaces_an_earlier_run_s_manifest_and_report_and_keeps_other_files(tmp_path):
-    from grader.integrations.batch import prepare_results_folder
+    from grader.integrations.outputs import prepare_results_folder
 
     for name in ("run.json", "report.html", "verdicts.jsonl", "notes.txt"):
         (tmp_path / name).write_text("earlier", encoding="utf-8")
@@ -282,7 +282,7 @@ def lms_class(root: Path) -> Path:
 def test_a_class_copied_to_two_machines_gets_the_same_ids_and_shares(tmp_path):
     """The ids, a long one's hash included, come from the paths below the folder given, never from
     where that folder is: two machines that copied the class to different places cut it alike."""
-    from grader.integrations.batch import MAX_ID, class_ids, cut, survey
+    from grader.integrations.discovery import MAX_ID, class_ids, cut, survey
 
     here = lms_class(tmp_path / "here" / "class")
     there = tmp_path / "elsewhere" / "mounted" / "copy"

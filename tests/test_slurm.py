@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
-from grader.integrations.batch import class_ids, finished_rows, survey
+from grader.integrations.discovery import class_ids, survey
+from grader.integrations.outputs import finished_rows
 from grader.integrations.shards import share_of
 
 from .catalog.exercise3 import MISTAKES, VARIANTS

@@ -216,7 +216,7 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
     import watchfiles
     from rich.console import Console
 
-    from grader.integrations import batch
+    from grader import workers as warm
     from grader.cli import grading as cli
     from grader.api import Settings, grade
 
@@ -231,7 +231,7 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
 
     forks, workers = [], []
 
-    class CountingWorkers(batch.Workers):
+    class CountingWorkers(warm.Workers):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             workers.append(self)
@@ -255,7 +255,7 @@ def test_watch_grades_again_through_the_warm_worker_with_the_verdict_of_a_cold_g
         verdicts.append(show(*args, **kwargs))
         return verdicts[-1]
 
-    monkeypatch.setattr(batch, "Workers", CountingWorkers)
+    monkeypatch.setattr(warm, "Workers", CountingWorkers)
     monkeypatch.setattr(watchfiles, "watch", saves)
     monkeypatch.setattr(cli, "grade_and_show", recording)
     settings = Settings(seed=11)

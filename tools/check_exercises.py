@@ -118,7 +118,7 @@ def graded_problems(chosen: list) -> dict[str, list[str]]:
     """Grade each exercise's solution (full marks expected) and stub (none expected), two at a time
     through the batch's warm worker."""
     from grader.api import Settings, grade_pairs
-    from grader.integrations.batch import Workers
+    from grader.workers import Workers
 
     problems: dict[str, list[str]] = {exercise.id: [] for exercise in chosen}
     with tempfile.TemporaryDirectory() as scratch:

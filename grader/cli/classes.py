@@ -85,8 +85,8 @@ def batch_command(argv: list[str]) -> int:
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
 
-    from ..integrations.batch import (LayoutError, ResultsFolderError, StartedRun, class_ids, cut, earlier_part,
-                                     finish_run, prepare_results_folder, survey)
+    from ..integrations.discovery import LayoutError, class_ids, cut, survey
+    from ..integrations.outputs import ResultsFolderError, StartedRun, earlier_part, finish_run, prepare_results_folder
     from ..integrations.shards import manifest
 
     done, earlier = set(), None
@@ -164,7 +164,7 @@ def merge_command(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace the results of an earlier run in --out (other files there are kept)")
     args = parser.parse_args(argv)
-    from ..integrations.batch import ResultsFolderError, prepare_results_folder
+    from ..integrations.outputs import ResultsFolderError, prepare_results_folder
     from ..integrations.class_report import write_report
     from ..integrations.shards import ShardError, check_mergeable, merge
 
@@ -219,7 +219,8 @@ def grade_found(exercise_id: str, found, out: Path, settings, jobs, console, res
     ``resume`` adds them to the whole results already in ``out``; ``started``, the run's record."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..integrations.batch import Outputs, refused_result, run_batch, write_result
+    from ..integrations.outputs import Outputs, refused_result, write_result
+    from ..integrations.batch import run_batch
 
     refused = [refused_result(exercise_id, submission) for submission in found.refused]
     counts = {"passed": 0, "failed": 0, "error": len(refused)}

@@ -375,7 +375,7 @@ def watch(exercise, submission: Path, settings, console, view: dict | None = Non
 
     def forked(exercise_id, path, grading_settings):
         from ..api import Grading
-        from ..integrations.batch import Workers
+        from ..workers import Workers
 
         if not own:
             own.append(Workers(backend=grading_settings.backend))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 MANIFEST = "run.json"  # written by a run that finished (``grader.integrations.shards``)
-STARTED = "run.started.json"  # the manifest of a run under way, replaced by run.json (``grader.integrations.batch``)
+STARTED = "run.started.json"  # the manifest of a run under way, replaced by run.json (``grader.integrations.outputs``)
 
 
 def printable(value: str) -> str:

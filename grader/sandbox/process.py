@@ -17,7 +17,7 @@ loaded machine as on an idle one. Until then a start-up allowance of the
 grader's own applies (``STARTUP_SECONDS``); running out of it is the
 machine's failure, never the submission's.
 
-``Child`` starts a fresh interpreter for one grading; ``grader.integrations.batch`` forks
+``Child`` starts a fresh interpreter for one grading; the warm worker (``grader.workers``) forks
 the same keeper from a worker that has TensorFlow imported. Both share
 ``GradingProcess``: the pipes, the readers and the waiting.
 """

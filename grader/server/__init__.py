@@ -2,7 +2,7 @@
 skips importing TensorFlow.
 
 The first ``grade`` of a session starts it (``client``); it keeps the batch's warm worker
-(``grader.integrations.batch.Workers``: TensorFlow and Keras imported once, one confined child
+(``grader.workers.Workers``: TensorFlow and Keras imported once, one confined child
 forked per grading) and the judge server, and grades each request exactly as a cold ``grade``
 does (``daemon``). It returns the verdict as data; the command renders it. It listens on a Unix
 socket in a private folder of the user's (``place``), answers only processes of its own user,

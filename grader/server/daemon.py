@@ -3,7 +3,7 @@
 It leaves its launcher at once (so it is no command's child), listens on ``SOCKET``, says ready on
 ``READY_FD``, and serves until it has been idle for ``IDLE_SECONDS``, is told to stop, or learns
 that it was started from another installation than a client's (``IDENTITY``). It holds, for each
-backend it was asked for, the batch's warm worker (``grader.integrations.batch.Workers``:
+backend it was asked for, the batch's warm worker (``grader.workers.Workers``:
 TensorFlow and Keras imported once, a confined child forked per grading), and this process's
 judge server (``grader.judge.client``); ``BACKEND``'s worker starts importing at once.
 
@@ -185,7 +185,7 @@ class Server:
 
     # ------------------------------------------------------------------ the workers
     def workers(self, backend: str):
-        from ..integrations.batch import Workers
+        from ..workers import Workers
 
         if backend not in self._workers:
             self._workers[backend] = Workers(backend=backend)
