@@ -164,7 +164,7 @@ def test_a_probe_never_imports_the_judge(module):
 
 
 @pytest.mark.parametrize("module", ["grader.api", "grader.report", "grader.cli", "grader.integrations.batch",
-                                    "grader.workers", "grader.server.daemon", "grader.server.client",
-                                    "grader.cli.server"])
+                                    "grader.workers", "grader.ungradable", "grader.server.daemon",
+                                    "grader.server.client", "grader.cli.server"])
 def test_the_grading_parent_never_imports_a_framework(module):
     assert _reached(module) & FRAMEWORKS == set()
