@@ -15,7 +15,8 @@ from .protocol import confinement
 from . import compiled as compiled_operations, exercises
 from .exercises.reads import policy as grading_reads
 from . import ungradable
-from .sandbox.process import Child, ChildRun
+from .sandbox.evidence import ChildRun
+from .sandbox.process import Child
 from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 from .settings import (CHECKS_SECONDS, DEFAULT_BACKEND, DEFAULT_MEMORY_MB, DEFAULT_SEED,  # noqa: F401

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .sandbox.process import STARTUP_SECONDS, ChildRun
+from .sandbox.evidence import ChildRun
+from .sandbox.process import STARTUP_SECONDS
 from .settings import DEFAULT_BACKEND
 from .submission import Source
 

@@ -46,7 +46,7 @@ from pathlib import Path
 import grader
 from grader.sandbox import process as sandbox
 from grader.protocol import wire
-from grader.sandbox.process import ChildRun, RecordParser
+from grader.sandbox.evidence import ChildRun, RecordParser
 
 FORMAT = 2  # bumped whenever what a recording holds, or how it is keyed, changes
 SUFFIX = ".evidence.gz"

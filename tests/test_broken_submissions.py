@@ -10,7 +10,7 @@ import pytest
 from grader import exercises
 from grader.api import Grading, Settings, grade
 from grader.integrations.platforms import gradescope_results, prairielearn_results
-from grader.sandbox.process import ChildRun
+from grader.sandbox.evidence import ChildRun
 
 from .conftest import ExpireAt, grade_many, grade_sources, grade_warm, warm_runner
 

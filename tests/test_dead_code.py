@@ -43,7 +43,7 @@ RULES = [
      r"assert_topic|_render_traceback_"),
     ("the tempfile module's folder, set in a forked child", r"grader/probe/forked\.py", r"tempdir"),
     ("setuptools' build commands, named in pyproject.toml", r"tools/build_stubs\.py", r"BuildPy|Sdist"),
-    ("a grading's time on the student's clock, which the tests of that clock read", r"grader/sandbox/process\.py",
+    ("a grading's time on the student's clock, which the tests of that clock read", r"grader/sandbox/(evidence|process)\.py",
      r"student_seconds"),
 ]
 

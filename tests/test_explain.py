@@ -33,7 +33,7 @@ from grader.explain.claims import (
 )
 from grader.explain.report import render, sparkline
 from grader.api import Settings
-from grader.sandbox.process import ChildRun
+from grader.sandbox.evidence import ChildRun
 
 from .catalog import catalog
 

@@ -8,7 +8,8 @@ import os
 import numpy as np
 
 from grader.protocol import wire
-from grader.sandbox.process import WAKE_SECONDS, ChildRun, GradingProcess, RecordParser, signal_name
+from grader.sandbox.evidence import ChildRun, RecordParser
+from grader.sandbox.process import WAKE_SECONDS, GradingProcess, signal_name
 
 
 def _records(*records) -> bytes:

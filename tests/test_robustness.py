@@ -20,7 +20,7 @@ from grader.integrations.batch import run_batch
 from grader.judge.declarations import declared_checks
 from grader.judge.plugin import ChecksOverran, Watchdog, run_checks
 from grader.api import Grading, Settings
-from grader.sandbox.process import ChildRun
+from grader.sandbox.evidence import ChildRun
 
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
 RUNTIME = {"event": "end", "phase": "runtime", "ok": True, "error": None,

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from grader.integrations import platforms
 from grader.protocol import text
-from grader.sandbox.process import ChildRun, RecordParser
+from grader.sandbox.evidence import ChildRun, RecordParser
 from grader.verdict import CheckResult, summarise
 
 # text a student's code can put in a message: an exception's name or message, a config value

@@ -27,7 +27,8 @@ from .claims import Claim, RecordError, all_claims, validate_seed, validate_stru
 from ..api import Settings, grade
 from ..exercises.exercise5.job import DIMS as CLASSIFIER_DIMS
 from ..protocol.job import child_job
-from ..sandbox.process import STARTUP_SECONDS, Child, ChildRun
+from ..sandbox.evidence import ChildRun
+from ..sandbox.process import STARTUP_SECONDS, Child
 from ..submission import SubmissionError, read_submission
 from ..verdict import EXIT_ERROR, EXIT_PASSED, Verdict
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ..protocol.text import cut
-from ..sandbox.process import ChildRun, looks_out_of_memory
+from ..sandbox.evidence import ChildRun
+from ..sandbox.process import looks_out_of_memory
 from . import budget
 from .advice import parts_of, shape_mismatch
 from .framework import CheckFailed, Unavailable

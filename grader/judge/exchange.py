@@ -15,7 +15,7 @@ import json
 import math
 
 from ..protocol import text, wire
-from ..sandbox.process import ChildRun
+from ..sandbox.evidence import ChildRun
 from ..verdict import CHECK_STATUSES, TOPICS, CheckResult
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # every check's message; a real answer is a few tens of KB

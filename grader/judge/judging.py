@@ -9,7 +9,7 @@ verdict rather than a score computed from what was left.
 from __future__ import annotations
 
 from .. import exercises
-from ..sandbox.process import ChildRun
+from ..sandbox.evidence import ChildRun
 from . import exchange
 
 
