@@ -20,12 +20,12 @@ class Workers:
         # Start importing Keras and its backend in the worker now, and meanwhile the judge server's
         # own imports (pytest, the checks), which the first result would otherwise wait for. A
         # worker preloads one backend: its forks grade on that backend only.
-        from ..sandbox.process import child_environment, fresh_environment
+        from .sandbox.process import child_environment, fresh_environment
 
         self.backend = backend
         environment = dict(fresh_environment(), **child_environment(), KERAS_BACKEND=backend)
         self.server = forkserver.ForkServer(ready_seconds, fork_seconds, environment=environment)
-        from ..judge.client import shared_judges
+        from .judge.client import shared_judges
 
         shared_judges()
 

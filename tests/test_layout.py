@@ -61,6 +61,25 @@ def _imports(name: str) -> set[str]:
     return found
 
 
+def _relative_imports_outside(name: str) -> list[str]:
+    """The relative imports of a module (inside functions too) that climb out of the grader's package
+    or name nothing in it: Python only finds them out when the import runs."""
+    path, is_package = MODULES[name]
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = name.split(".")[: None if is_package else -1]
+            if node.level - 1 >= len(base):
+                wrong.append(f"line {node.lineno}: {'.' * node.level}{node.module or ''} climbs out of the package")
+                continue
+            base = base[: len(base) - (node.level - 1)]
+            module = ".".join(base + ([node.module] if node.module else []))
+            if module != "grader" and module not in MODULES and \
+                    not all(f"{module}.{alias.name}" in MODULES for alias in node.names):
+                wrong.append(f"line {node.lineno}: {'.' * node.level}{node.module or ''} is {module}, no module of the grader")
+    return wrong
+
+
 def _is_import_module(func) -> bool:
     return (isinstance(func, ast.Attribute) and func.attr == "import_module") or \
         (isinstance(func, ast.Name) and func.id == "import_module")
@@ -134,6 +153,11 @@ def test_the_rules_read_a_real_package():
     assert "grader.exercises.ch15_decoder.checks" in IMPORTS["grader.judge.server"]
     assert "grader.exercises.exercise5.probe" in IMPORTS["grader.probe.preload"]
     assert "grader.cli.classes" in IMPORTS["grader.cli"]
+
+
+def test_every_relative_import_names_a_module_of_the_grader():
+    wrong = {name: found for name in MODULES if (found := _relative_imports_outside(name))}
+    assert wrong == {}
 
 
 def test_no_module_imports_itself_through_others():
