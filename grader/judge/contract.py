@@ -9,7 +9,9 @@ An exercise's check module declares them once each, in its own words:
 
 The layer exercises over a sequence (a block, the encoder, the decoder) also share the fixtures of
 the layer's plain call (``plain_call``) and the checks of its output's shape, of every variable's
-gradient, of padding and of inference without randomness, each declared once here.
+gradient, of padding and of inference without randomness, each declared once here; the layers whose
+one attention is a self-attention over a padded input (the block, the encoder) share the checks of
+its masked call (``self_attention_mask``).
 
 Each call makes new check functions, so a check module owns what it declares (its marks, its
 order among its other checks); the judge runs them, and the registry counts their points, as it
@@ -27,10 +29,15 @@ from .shared.config import assert_config_base, assert_config_own_keys, assert_fr
 from .shared.fixtures import padding
 from .shared.forward import assert_inference
 from .shared.gradients import assert_all_gradients, gradient_report, key_biases
-from .shared.mask import assert_unchanged
-from .shared.structure import (
-    Structure, assert_mixes_positions, computed_layer, layer_structure, norm_structure, verified_layer,
+from .shared.mask import (
+    assert_attention_mask_shape, assert_mask_propagates, assert_masks_keys, assert_unchanged, explain_raised_mask,
+    raw_attention_arguments,
 )
+from .shared.structure import (
+    Structure, assert_mixes_positions, computed_layer, explain_unverified, layer_structure, norm_structure,
+    observed_call, trainable_keys, verified_layer,
+)
+from .shared.weights import assert_norm_parameters
 
 
 def _listed(names) -> str:
@@ -104,6 +111,18 @@ def plain_call(observe, see: str):
     return plain, layer, computed, structure, norms
 
 
+def norm_parameters():
+    """``weights.norm_parameters``: each LayerNormalization the layer applies has its own trainable
+    gamma and beta (for the layers of several norms: the block's one norm says why in its own check)."""
+
+    @check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
+    def check_norm_parameters(norms, dims, forward, values):
+        assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
+        norms.confirm()
+
+    return check_norm_parameters
+
+
 def output_shape(title: str, shape: str):
     """``api.output_shape``: the output is shaped like the layer's input (``shape``, in words)."""
 
@@ -144,6 +163,71 @@ def padding_invariance(masked, see: str):
         assert_mixes_positions(call.observed, values, "inputs", padding(job), see)
 
     return check_padding_invariance
+
+
+def self_attention_mask(observe, see: str, shape_points: float = 1):
+    """The ``mask`` checks of a layer whose one attention attends over its own padded input: the
+    attention mask's shape (worth ``shape_points``), the padded keys hidden from real queries,
+    padding invariance and the mask passed on. ``observe(evidence, job, phase, check_id, key=...,
+    masked=...)`` gives a call as ``plain_call``'s does; ``see`` is the check that says why a call
+    is not verified. Returns the four checks, in that order."""
+
+    def masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention=True):
+        """The masked call, verified or claimed. When it cannot be verified, mask.masks_keys says why
+        (unless the plain call could not be verified either: then ``see`` does)."""
+        batch, seq = padding(job).shape
+        explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
+        observed = observe(evidence, job, phase, check_id, key=key, masked=True)
+        plain_verified = observe(evidence, job, "forward", "api.output_shape").verified
+        return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else see,
+                             "your layer's masked call", "inputs", needs_attention=needs_attention,
+                             structure_see=see)
+
+    def explain_masked(call) -> None:
+        """mask.masks_keys, having found no fault in the masked call, says why it is not verified."""
+        if not call.verified and call.see == "mask.masks_keys":
+            explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
+        call.confirm()
+
+    def attention_step(call, explaining=False):
+        """The masked call's attention step; a call that cannot be verified and names no attention layer
+        is explained (or not checked) instead of failing as one without attention."""
+        if call.unknown:
+            explain_masked(call) if explaining else call.confirm()
+        return call.attention[0] if call.attention else None
+
+    def arguments(evidence, phase="mask"):
+        found = raw_attention_arguments(evidence, phase)
+        return found[0] if found else None
+
+    @check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask",
+           points=shape_points)
+    def check_attention_mask_shape(evidence, job):
+        batch, seq = padding(job).shape
+        call = masked(evidence, job, "mask.attention_mask_shape")
+        assert_attention_mask_shape(attention_step(call), batch, seq, seq, arguments(evidence))
+        call.confirm()
+
+    @check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
+    def check_masks_keys(evidence, job):
+        real = padding(job)
+        batch, seq = real.shape
+        call = masked(evidence, job, "mask.masks_keys")
+        expected = np.broadcast_to(real[:, None, :], (batch, seq, seq))
+        assert_masks_keys(attention_step(call, explaining=True), expected, real, arguments(evidence))
+        explain_masked(call)
+
+    check_padding_invariance = padding_invariance(masked, see)
+
+    @check("mask.propagates", "The padding mask passes on to the next layer", "mask")
+    def check_mask_propagates(evidence, job, values):
+        call = masked(evidence, job, "mask.propagates", needs_attention=False)
+        if isinstance(call.output, np.ndarray):
+            assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
+        call.confirm()
+        assert_mixes_positions(call.observed, values, "inputs", padding(job), see)
+
+    return check_attention_mask_shape, check_masks_keys, check_padding_invariance, check_mask_propagates
 
 
 def inference():

@@ -22,7 +22,7 @@ from ...judge.shared.forward import assert_matches_reference
 from ...judge.shared.gradients import assert_all_gradients, gradient_report
 from ...judge.shared.numbers import close
 from ...judge.shared.structure import (
-    explain_unverified, identify_by_roles, pseudo_steps_of, trace_leaves, trainable_keys,
+    identified, identify_by_roles, pseudo_steps_of, trace_leaves, trainable_keys,
 )
 from ...judge.shared.weights import assert_trainable_shapes
 from .job import DIMS
@@ -149,12 +149,8 @@ WHY = ("The sum carries both what each token is and where it stands; sequences s
 
 @check("forward.sum", "Adds token and position embeddings", "forward", points=3)
 def check_sum(plain, job, dims, values):
-    if not plain.verified:
-        explain_unverified(plain, SUM, shape=_tokens(job).shape + (dims["output_dim"],))
-    if plain.identified_as is not None:
-        if plain.identified_as == "correct":
-            return
-        fail(f"your output matches a layer in which {VARIANTS[plain.identified_as]}.", SUM, WHY)
+    if identified(plain, SUM, _tokens(job).shape + (dims["output_dim"],), VARIANTS, WHY):
+        return
     tokens = _tokens(job)
     token, position = _tables(plain, tokens, dims, values)
     if token is None or position is None or token == position:

@@ -15,13 +15,9 @@ from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name
     config, config_phase, dims, forward, job, padding, values,
 )
 from ...judge.shared.forward import assert_matches_reference
-from ...judge.shared.mask import (
-    assert_attention_mask_shape, assert_mask_propagates, assert_masks_keys, explain_raised_mask,
-    raw_attention_arguments,
-)
 from ...judge.shared.structure import (
-    Structure, assert_mixes_positions, claimed_roles, explain_unverified, identify_by_roles, observed_call,
-    pseudo_steps_of, self_attention_inputs, trace_leaves, trainable_keys,
+    Structure, claimed_roles, identified, identify_by_roles, pseudo_steps_of,
+    self_attention_inputs, trace_leaves, trainable_keys,
 )
 from ...judge.shared.weights import (
     ONE_NORM_WHY, assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints,
@@ -88,63 +84,8 @@ check_all_gradients = contract.all_gradients("10 trainable variables.")
  check_keras_file) = contract.config(CLASS, DIMS)
 
 
-def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention=True):
-    """The masked call, verified or claimed (see the encoder's checks)."""
-    batch, seq = padding(job).shape
-    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
-    observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
-    plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
-    return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs", needs_attention=needs_attention,
-                         structure_see=SEE)
-
-
-def _explain_masked(call) -> None:
-    if not call.verified and call.see == "mask.masks_keys":
-        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
-    call.confirm()
-
-
-def _attention_step(call, explaining=False):
-    """The masked call's attention step (see the encoder's checks)."""
-    if call.unknown:
-        _explain_masked(call) if explaining else call.confirm()
-    return call.attention[0] if call.attention else None
-
-
-def _arguments(evidence, phase="mask"):
-    found = raw_attention_arguments(evidence, phase)
-    return found[0] if found else None
-
-
-@check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask", points=2)
-def check_attention_mask_shape(evidence, job):
-    batch, seq = padding(job).shape
-    call = _masked(evidence, job, "mask.attention_mask_shape")
-    assert_attention_mask_shape(_attention_step(call), batch, seq, seq, _arguments(evidence))
-    call.confirm()
-
-
-@check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
-def check_masks_keys(evidence, job):
-    real = padding(job)
-    batch, seq = real.shape
-    call = _masked(evidence, job, "mask.masks_keys")
-    assert_masks_keys(_attention_step(call, explaining=True), np.broadcast_to(real[:, None, :], (batch, seq, seq)),
-                      real, _arguments(evidence))
-    _explain_masked(call)
-
-
-check_padding_invariance = contract.padding_invariance(_masked, SEE)
-
-
-@check("mask.propagates", "The padding mask passes on to the next layer", "mask")
-def check_mask_propagates(evidence, job, values):
-    call = _masked(evidence, job, "mask.propagates", needs_attention=False)
-    if isinstance(call.output, np.ndarray):
-        assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
-    call.confirm()
-    assert_mixes_positions(call.observed, values, "inputs", padding(job), SEE)
+(check_attention_mask_shape, check_masks_keys, check_padding_invariance,
+ check_mask_propagates) = contract.self_attention_mask(_observe, SEE, shape_points=2)
 
 
 MISTAKES = {
@@ -162,13 +103,8 @@ WHYS = {
 
 @check("forward.residual_norm", "Computes norm(inputs + attention(inputs, inputs))", "forward", points=2)
 def check_residual_norm(plain, job, values):
-    if not plain.verified:
-        explain_unverified(plain, EXPECTED, shape=np.asarray(job["inputs"]).shape)
-    if plain.identified_as is not None:
-        if plain.identified_as == "correct":
-            return
-        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", EXPECTED,
-             WHYS.get(plain.identified_as, WHY))
+    if identified(plain, EXPECTED, np.asarray(job["inputs"]).shape, MISTAKES, WHY, WHYS):
+        return
     structure = Structure(plain)
     attention, norms = structure.of("attention"), structure.norm_steps
     x = _inputs(job)

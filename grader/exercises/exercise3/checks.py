@@ -19,18 +19,13 @@ from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name
 )
 from ...judge.shared.forward import assert_matches_reference
 from ...judge.shared.gradients import assert_norm_gradients_differ, assert_norms_diverge, gradient_report
-from ...judge.shared.mask import (
-    assert_attention_mask_shape, assert_mask_propagates, assert_masks_keys, explain_raised_mask,
-    raw_attention_arguments,
-)
 from ...judge.shared.structure import (
-    Structure, assert_mixes_positions, claimed_roles, explain_unverified, fail_no_attention_found,
-    ffn_roles_by_shape, identify_by_roles, observed_call, pseudo_steps_of, self_attention_inputs, trace_leaves,
-    trainable_keys,
+    Structure, claimed_roles, explain_unverified, fail_no_attention_found, ffn_roles_by_shape, identify_by_roles,
+    pseudo_steps_of, self_attention_inputs, trace_leaves,
 )
 from ...judge.shared.weights import (
-    assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints, attention_shapes,
-    shared_norm_reason, written_attention_slip,
+    assert_distinct_norms, assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason,
+    written_attention_slip,
 )
 from .job import DIMS
 
@@ -96,10 +91,7 @@ def check_two_norms(norms):
     norms.confirm()
 
 
-@check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(norms, dims, forward, values):
-    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
-    norms.confirm()
+check_norm_parameters = contract.norm_parameters()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -144,66 +136,8 @@ def check_norms_diverge(evidence, computed, norms, job):
 # --------------------------------------------------------------------------- mask
 
 
-def _masked(evidence, job, check_id, phase="mask", key="inputs", needs_attention=True):
-    """The masked call, verified or claimed. When it cannot be verified, mask.masks_keys says why
-    (unless the plain call could not be verified either: then forward.post_norm does)."""
-    batch, seq = padding(job).shape
-    explain_raised_mask(evidence, phase, check_id, batch, seq, padding=padding(job))
-    observed = _observe(evidence, job, phase, check_id, key=key, masked=True)
-    plain_verified = _observe(evidence, job, "forward", "api.output_shape").verified
-    return observed_call(evidence, observed, "mask.masks_keys" if plain_verified else SEE,
-                         "your layer's masked call", "inputs", needs_attention=needs_attention,
-                         structure_see=SEE)
-
-
-def _explain_masked(evidence, job, call) -> None:
-    """mask.masks_keys, having found no fault in the masked call, says why it is not verified."""
-    if not call.verified and call.see == "mask.masks_keys":
-        explain_unverified(call.observed, "a masked call the grader can recompute, as the plain call is.")
-    call.confirm()
-
-
-def _attention_step(evidence, job, call, explaining=False):
-    """The masked call's attention step; a call that cannot be verified and names no attention layer
-    is explained (or not checked) instead of failing as one without attention."""
-    if call.unknown:
-        _explain_masked(evidence, job, call) if explaining else call.confirm()
-    return call.attention[0] if call.attention else None
-
-
-def _arguments(evidence, phase="mask"):
-    found = raw_attention_arguments(evidence, phase)
-    return found[0] if found else None
-
-
-@check("mask.attention_mask_shape", "The attention mask broadcasts to (batch, queries, keys)", "mask")
-def check_attention_mask_shape(evidence, job):
-    batch, seq = padding(job).shape
-    call = _masked(evidence, job, "mask.attention_mask_shape")
-    assert_attention_mask_shape(_attention_step(evidence, job, call), batch, seq, seq, _arguments(evidence))
-    call.confirm()
-
-
-@check("mask.masks_keys", "The attention mask hides padded keys from real queries", "mask", points=2)
-def check_masks_keys(evidence, job):
-    real = padding(job)
-    batch, seq = real.shape
-    call = _masked(evidence, job, "mask.masks_keys")
-    expected = np.broadcast_to(real[:, None, :], (batch, seq, seq))
-    assert_masks_keys(_attention_step(evidence, job, call, explaining=True), expected, real, _arguments(evidence))
-    _explain_masked(evidence, job, call)
-
-
-check_padding_invariance = contract.padding_invariance(_masked, SEE)
-
-
-@check("mask.propagates", "The padding mask passes on to the next layer", "mask")
-def check_mask_propagates(evidence, job, values):
-    call = _masked(evidence, job, "mask.propagates", needs_attention=False)
-    if isinstance(call.output, np.ndarray):
-        assert_mask_propagates(call.observed.data, np.asarray(call.output, dtype=np.float64), padding(job))
-    call.confirm()
-    assert_mixes_positions(call.observed, values, "inputs", padding(job), SEE)
+(check_attention_mask_shape, check_masks_keys, check_padding_invariance,
+ check_mask_propagates) = contract.self_attention_mask(_observe, SEE)
 
 
 # --------------------------------------------------------------------------- forward

@@ -23,12 +23,12 @@ from ...judge.shared.mask import (
 )
 from ...judge.shared.numbers import close
 from ...judge.shared.structure import (
-    Call, Structure, assert_mixes_positions, claimed_roles, explain_unverified, ffn_roles_by_shape,
-    identify_by_roles, observed_call, pseudo_steps_of, trace_leaves, trainable_keys,
+    Call, Structure, assert_mixes_positions, claimed_roles, explain_unverified, ffn_roles_by_shape, identified,
+    identify_by_roles, observed_call, pseudo_steps_of, trace_leaves,
 )
 from ...judge.shared.weights import (
-    assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints, attention_shapes,
-    shared_norm_reason, written_attention_slip,
+    assert_distinct_norms, assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason,
+    written_attention_slip,
 )
 from ...judge.budget import ReplayFailed
 from ...judge.advice import parts_of
@@ -131,10 +131,7 @@ def check_three_norms(norms):
     norms.confirm()
 
 
-@check("weights.norm_parameters", "Each norm has its own trainable gamma and beta", "weights")
-def check_norm_parameters(norms, dims, forward, values):
-    assert_norm_parameters(norms, dims["embed_dim"], trainable_keys(forward), values)
-    norms.confirm()
+check_norm_parameters = contract.norm_parameters()
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
@@ -377,13 +374,8 @@ WHYS = {
 
 @check("forward.decoder", "Computes the post-norm decoder", "forward", points=2)
 def check_decoder(plain, job, values):
-    if not plain.verified:
-        explain_unverified(plain, DECODER, shape=np.asarray(job["inputs"]).shape)
-    if plain.identified_as is not None:
-        if plain.identified_as == "correct":
-            return
-        fail(f"your output matches a layer in which {MISTAKES[plain.identified_as]}.", DECODER,
-             WHYS.get(plain.identified_as, WHY))
+    if identified(plain, DECODER, np.asarray(job["inputs"]).shape, MISTAKES, WHY, WHYS):
+        return
     structure = Structure(plain)
     attention_steps, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
     if len(attention_steps) != 2 or len(norms) != 3 or len(dense) != 2:

@@ -198,6 +198,23 @@ def explain_unverified(observed: analysis.Observed, expected: str, evidence=None
     )
 
 
+def identified(plain: analysis.Observed, expected: str, shape: tuple, mistakes: dict, why: str,
+               whys: dict | None = None) -> bool:
+    """The forward check's first judgement of the plain call, by the layers the grader recognised in
+    it: a call it could not verify fails with why (``explain_unverified``); the correct layer is True,
+    nothing more to check; a known mistaken one fails naming its mistake (``mistakes[name]``, what is
+    wrong in it; ``whys[name]``, else ``why``, why it matters); False where nothing was recognised,
+    and the check goes on to find the fault step by step."""
+    if not plain.verified:
+        explain_unverified(plain, expected, shape=shape)
+    if plain.identified_as is None:
+        return False
+    if plain.identified_as == "correct":
+        return True
+    fail(f"your output matches a layer in which {mistakes[plain.identified_as]}.", expected,
+         (whys or {}).get(plain.identified_as, why))
+
+
 def trainable_keys(forward: dict) -> set[str]:
     return {str(k) for k in forward.get("trainable") or []}
 
