@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-from .protocol import confinement
+from .sandbox import confinement
 from . import compiled as compiled_operations, exercises
 from .exercises.reads import policy as grading_reads
 from . import ungradable

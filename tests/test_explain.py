@@ -308,7 +308,7 @@ def read(run) -> Explanation:
 
 
 def test_the_header_says_what_confined_the_experiments_as_a_grading_header_does():
-    from grader.protocol import confinement
+    from grader.sandbox import confinement
 
     assert read(child_run()).context["sandbox"] == confinement.describe({"applied": True})
     report = {"landlock": {"applied": True, "abi": 6, "network": True, "signals": True}, "seccomp": True,

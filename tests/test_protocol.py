@@ -160,7 +160,7 @@ def test_the_status_pipe_is_read_strictly():
 
 
 def test_the_sandbox_line_claims_only_what_the_report_says():
-    from grader.protocol import confinement
+    from grader.sandbox import confinement
 
     assert confinement.describe(None).startswith("time and memory limits only; not applied: every measure")
     assert confinement.describe({"landlock": "yes"}).startswith("time and memory limits only")

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..protocol import confinement
+from ..sandbox import confinement
 from .. import exercises
 from ..exercises.reads import policy as grading_reads
 from .claims import Claim, RecordError, all_claims, validate_seed, validate_structure

@@ -9,7 +9,7 @@ say; a report that is missing or malformed claims nothing.
 
 from __future__ import annotations
 
-from ..sandbox.process import CHILD_ENV, PASSED_THROUGH
+from .process import CHILD_ENV, PASSED_THROUGH
 
 SCRATCH_VARIABLES = ("TMPDIR", "HOME", "KERAS_HOME", "XDG_CACHE_HOME", "MPLCONFIGDIR")
 NAMESPACE_WORDS = {"pid": "PID", "mount": "mount", "network": "network", "ipc": "IPC"}
