@@ -12,6 +12,7 @@ ran, with its seed), or else a `grade batch --seed 0` of this environment. Ends 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -25,6 +26,8 @@ sys.path.insert(0, str(ROOT))
 from grader import exercises  # noqa: E402
 from tests.catalog import catalog  # noqa: E402
 
+AT_ONCE = 2  # exercises graded at once, each by its own `grade batch`
+
 
 def submissions(exercise) -> dict[str, str]:
     mistakes, variants = catalog(exercise.id)
@@ -36,7 +39,7 @@ def submissions(exercise) -> dict[str, str]:
 
 
 def batch(grade: str, folder: Path, exercise_id: str, out: Path, cwd: Path, seed: int) -> dict[str, dict]:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(cwd / "state"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(out.with_name(out.name + ".state")))
     result = subprocess.run([grade, "batch", str(folder), "--exercise", exercise_id, "--out", str(out),
                              "--seed", str(seed)], capture_output=True, text=True, cwd=cwd, env=env, timeout=3600)
     if result.returncode != 0:
@@ -71,25 +74,35 @@ def main() -> int:
             folder.mkdir()
             for name, source in submissions(exercise).items():
                 (folder / f"{name}.py").write_text(source, encoding="utf-8")
+
+        def both(exercise) -> tuple[dict, dict]:
             if kept:
                 mine = {name: verdict for (graded, name), verdict in
                         ((tuple(key.split("/", 1)), v) for key, v in kept["verdicts"].items()) if graded == exercise.id}
             else:
-                mine = {name: summary(v) for name, v in
-                        batch(here, folder, exercise.id, scratch / f"{exercise.id}-a", scratch, seed).items()}
-            theirs = batch(args.other, folder, exercise.id, scratch / f"{exercise.id}-b", scratch, seed)
-            for name in sorted(set(mine) | set(submissions(exercise))):
-                ours = tuple(mine[name]) if name in mine else None
-                other = summary(theirs[name]) if name in theirs else None
-                same = ours is not None and other is not None and _comparable(ours) == _comparable(other)
-                solved = name != "solution" or (ours is not None and ours[0] == "passed")
-                if same and solved:
-                    passed += 1
-                    continue
-                failed += 1
-                print(f"DIFFERENT {exercise.id}/{name}:\n  {ours if ours is not None else 'not graded'}\n  "
-                      f"{other if other is not None else 'not graded'}")
-            print(f"{exercise.id}: {len(mine)} submissions compared")
+                mine = {name: summary(v) for name, v in batch(
+                    here, scratch / exercise.id, exercise.id, scratch / f"{exercise.id}-a", scratch, seed).items()}
+            return mine, batch(args.other, scratch / exercise.id, exercise.id, scratch / f"{exercise.id}-b",
+                               scratch, seed)
+
+        # Two exercises' batches at a time: one's worker imports TensorFlow, and its last gradings
+        # leave cores idle, while the other grades. Results are compared in the exercises' order.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+            graded = [(exercise, pool.submit(both, exercise)) for exercise in exercises.EXERCISES.values()]
+            for exercise, future in graded:
+                mine, theirs = future.result()
+                for name in sorted(set(mine) | set(submissions(exercise))):
+                    ours = tuple(mine[name]) if name in mine else None
+                    other = summary(theirs[name]) if name in theirs else None
+                    same = ours is not None and other is not None and _comparable(ours) == _comparable(other)
+                    solved = name != "solution" or (ours is not None and ours[0] == "passed")
+                    if same and solved:
+                        passed += 1
+                        continue
+                    failed += 1
+                    print(f"DIFFERENT {exercise.id}/{name}:\n  {ours if ours is not None else 'not graded'}\n  "
+                          f"{other if other is not None else 'not graded'}")
+                print(f"{exercise.id}: {len(mine)} submissions compared", flush=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not passed else 0
 
