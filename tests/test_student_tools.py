@@ -37,7 +37,7 @@ def workspace(tmp_path):
     return folder
 
 
-def test_list_shows_state_score_and_next_step(workspace, tmp_path):
+def test_list_shows_state_score_and_next_step_and_grades_a_changed_file_again(workspace, tmp_path):
     result = run("list", cwd=workspace, state=tmp_path / "state")
     assert result.returncode == 0, result.stderr
     lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│ exercise" in line}
@@ -47,14 +47,10 @@ def test_list_shows_state_score_and_next_step(workspace, tmp_path):
     assert "1 of 5 exercises passed" in result.stdout
     again = run("list", cwd=workspace, state=tmp_path / "state")  # remembered: nothing to grade
     assert again.stdout == result.stdout
-
-
-def test_list_grades_a_file_again_once_it_changes(workspace, tmp_path):
-    state = tmp_path / "state"
-    run("list", cwd=workspace, state=state)
+    # a file that changes is graded again
     shutil.copy(ROOT / "solutions" / "exercise3.py", workspace / "exercises" / "exercise3.py")
-    result = run("list", cwd=workspace, state=state)
-    assert "2 of 5 exercises passed" in result.stdout
+    changed = run("list", cwd=workspace, state=tmp_path / "state")
+    assert "2 of 5 exercises passed" in changed.stdout
 
 
 def test_a_hint_answers_the_first_cause_and_grows_more_detailed(workspace, tmp_path, monkeypatch):
