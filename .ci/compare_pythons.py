@@ -39,7 +39,8 @@ def submissions(exercise) -> dict[str, str]:
 
 
 def batch(grade: str, folder: Path, exercise_id: str, out: Path, cwd: Path, seed: int) -> dict[str, dict]:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120", GRADE_STATE_DIR=str(out.with_name(out.name + ".state")))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", COLUMNS="120",
+               GRADE_STATE_DIR=str(out.with_name(out.name + ".state")))  # each batch's own, as two run at once
     result = subprocess.run([grade, "batch", str(folder), "--exercise", exercise_id, "--out", str(out),
                              "--seed", str(seed)], capture_output=True, text=True, cwd=cwd, env=env, timeout=3600)
     if result.returncode != 0:
@@ -86,9 +87,11 @@ def main() -> int:
                                scratch, seed)
 
         # Two exercises' batches at a time: one's worker imports TensorFlow, and its last gradings
-        # leave cores idle, while the other grades. Results are compared in the exercises' order.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
-            graded = [(exercise, pool.submit(both, exercise)) for exercise in exercises.EXERCISES.values()]
+        # leave cores idle, while the other grades. Results are compared in the exercises' order; a
+        # batch that fails ends the run without starting the batches still waiting.
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=AT_ONCE)
+        graded = [(exercise, pool.submit(both, exercise)) for exercise in exercises.EXERCISES.values()]
+        try:
             for exercise, future in graded:
                 mine, theirs = future.result()
                 for name in sorted(set(mine) | set(submissions(exercise))):
@@ -103,6 +106,8 @@ def main() -> int:
                     print(f"DIFFERENT {exercise.id}/{name}:\n  {ours if ours is not None else 'not graded'}\n  "
                           f"{other if other is not None else 'not graded'}")
                 print(f"{exercise.id}: {len(mine)} submissions compared", flush=True)
+        finally:
+            pool.shutdown(cancel_futures=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not passed else 0
 
