@@ -5,9 +5,12 @@ course (the released notebook, its answer cell filled, in nbgrader's submitted/ 
 times, in one run on this machine:
   A. grade batch over the .py files (its default --jobs: twice the cores available);
   D. grade batch over the course's notebooks;
-  B. grade --submission on each .py file, one after the other;
+  B. grade --submission on each .py file, one after the other, each a cold process (--no-server:
+     TensorFlow imported for every file);
+  W. the same through the warm grading server, as a student's `grade` runs by default (for
+     information: one by one at the server's speed);
   C. nbgrader autograde of the same notebooks;
-and prints B/A (target at least 5), D/A (a notebook within 1.2x its .py) and C/D (target at
+and prints B/A (target at least 5), W/A, D/A (a notebook within 1.2x its .py) and C/D (target at
 least 20: the same notebooks), then one warm grading broken down into its parts (the parent's
 start of it, the process's start and confinement, loading the submission, each probe phase, the
 judge, the results files), for a .py and for a notebook: the mean of a few gradings, each in its
@@ -57,6 +60,19 @@ def timed(command: list[str], cwd: Path, env: dict) -> float:
     if result.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
     return time.perf_counter() - started
+
+
+def one_by_one_served(grade: list[str], paths: list[Path], work: Path, env: dict) -> float:
+    """Seconds of ``grade --submission`` on each path in turn through a warm grading server of this
+    run's own (its runtime folder in ``work``, so no server of the user's is used or left behind),
+    the server's start included, as a student's first ``grade`` of a session pays it."""
+    env = dict(env, XDG_RUNTIME_DIR=str(work / "runtime"))
+    env.pop("GRADE_SERVER", None)
+    (work / "runtime").mkdir(mode=0o700, exist_ok=True)
+    try:
+        return sum(timed(grade + ["exercise3", "--submission", str(path), "--json"], work, env) for path in paths)
+    finally:
+        subprocess.run(grade + ["server", "stop"], cwd=work, env=env, capture_output=True)
 
 
 def floor_seconds() -> float:
@@ -109,9 +125,11 @@ def main() -> int:
             notebooks = timed(grade + ["batch", str(course), "--exercise", "exercise3", "--out",
                                        str(work / "out-notebooks"), "--jobs", str(jobs)], work, env)
             print(f"D. grade batch, the same answers as notebooks:  {notebooks:.1f} s", flush=True)
-        single = sum(timed(grade + ["exercise3", "--submission", str(path), "--json"], work, env)
+        single = sum(timed(grade + ["exercise3", "--submission", str(path), "--json", "--no-server"], work, env)
                      for path in sorted(files.iterdir()))
-        print(f"B. grade --submission one by one:               {single:.1f} s", flush=True)
+        print(f"B. grade --submission one by one, cold:         {single:.1f} s", flush=True)
+        served = one_by_one_served(grade, sorted(files.iterdir()), work, env)
+        print(f"W. the same through the warm grading server:    {served:.1f} s", flush=True)
         autograde = None
         if notebook is not None:
             autograde = timed([sys.executable, "-m", "nbgrader", "autograde", "exercise3", "--create"], course, env)
