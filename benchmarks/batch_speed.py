@@ -62,15 +62,21 @@ def timed(command: list[str], cwd: Path, env: dict) -> float:
     return time.perf_counter() - started
 
 
+def one_by_one(grade: list[str], paths: list[Path], work: Path, env: dict, options: tuple[str, ...] = ()) -> float:
+    """Seconds of ``grade exercise3 --submission PATH --json`` (and ``options``) on each path in turn."""
+    return sum(timed(grade + ["exercise3", "--submission", str(path), "--json", *options], work, env)
+               for path in paths)
+
+
 def one_by_one_served(grade: list[str], paths: list[Path], work: Path, env: dict) -> float:
-    """Seconds of ``grade --submission`` on each path in turn through a warm grading server of this
-    run's own (its runtime folder in ``work``, so no server of the user's is used or left behind),
-    the server's start included, as a student's first ``grade`` of a session pays it."""
+    """``one_by_one`` through a warm grading server of this run's own (its runtime folder in
+    ``work``, so no server of the user's is used or left behind), the server's start included, as a
+    student's first ``grade`` of a session pays it."""
     env = dict(env, XDG_RUNTIME_DIR=str(work / "runtime"))
     env.pop("GRADE_SERVER", None)
     (work / "runtime").mkdir(mode=0o700, exist_ok=True)
     try:
-        return sum(timed(grade + ["exercise3", "--submission", str(path), "--json"], work, env) for path in paths)
+        return one_by_one(grade, paths, work, env)
     finally:
         subprocess.run(grade + ["server", "stop"], cwd=work, env=env, capture_output=True)
 
@@ -125,10 +131,10 @@ def main() -> int:
             notebooks = timed(grade + ["batch", str(course), "--exercise", "exercise3", "--out",
                                        str(work / "out-notebooks"), "--jobs", str(jobs)], work, env)
             print(f"D. grade batch, the same answers as notebooks:  {notebooks:.1f} s", flush=True)
-        single = sum(timed(grade + ["exercise3", "--submission", str(path), "--json", "--no-server"], work, env)
-                     for path in sorted(files.iterdir()))
+        paths = sorted(files.iterdir())
+        single = one_by_one(grade, paths, work, env, ("--no-server",))
         print(f"B. grade --submission one by one, cold:         {single:.1f} s", flush=True)
-        served = one_by_one_served(grade, sorted(files.iterdir()), work, env)
+        served = one_by_one_served(grade, paths, work, env)
         print(f"W. the same through the warm grading server:    {served:.1f} s", flush=True)
         autograde = None
         if notebook is not None:
