@@ -13,6 +13,7 @@ decides anything: the parent replays what the probes observed.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from ..backends import NAMES
@@ -107,6 +108,7 @@ def start_runtime(name: str, compiled: dict | None = None) -> dict:
         tensorflow.config.threading.set_intra_op_parallelism_threads(1)
         tensorflow.config.threading.set_inter_op_parallelism_threads(1)
         versions["tensorflow"] = tensorflow.__version__
+        trace_unset_variables_as_placeholders()
     elif name == "jax":
         import jax
         import jaxlib
@@ -125,6 +127,45 @@ def start_runtime(name: str, compiled: dict | None = None) -> dict:
             pass
         versions["torch"] = torch.__version__
     return versions
+
+
+def trace_unset_variables_as_placeholders() -> None:
+    """On TensorFlow, make a variable that Keras has created but not yet given its value read, in a
+    symbolic trace, as a placeholder of its shape and dtype.
+
+    Keras builds a layer without a ``build()`` method (and a functional model's layers) by tracing its
+    call on symbolic inputs in a scratch graph that never runs. The variables created there get their
+    values only afterwards; read during the trace, each reads as its initializer computed in the graph
+    (for a random initializer, some twenty graph operations per read: about a tenth of a grading). A
+    placeholder tells the trace the same, a tensor of that shape and dtype whose values are unknown, in
+    one operation. Only reads inside Keras's symbolic scope are changed, and only of variables whose
+    initializer is one of Keras's own not drawing from a seed generator (a pure function of shape, dtype
+    and seed, so leaving it out of the trace changes no value ever drawn); any other initializer (a
+    student's own) runs in the trace as Keras runs it. Idempotent."""
+    from keras.src.backend.common import variables
+    from keras.src.backend.common.stateless_scope import get_stateless_scope, in_stateless_scope
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+    from keras.src.initializers.initializer import Initializer
+    from keras.src.random.seed_generator import SeedGenerator
+    import tensorflow
+
+    current = variables.Variable.__dict__.get("value")
+    if not isinstance(current, property) or getattr(current.fget, "placeholder_in_traces", False):
+        return
+    keras_value = current.fget
+
+    @functools.wraps(keras_value)
+    def value(self):
+        initializer = getattr(self, "_initializer", None)
+        if (getattr(self, "_value", True) is None and in_symbolic_scope()
+                and isinstance(initializer, Initializer) and type(initializer).__module__.startswith("keras.")
+                and not isinstance(getattr(initializer, "seed", None), SeedGenerator)
+                and not (in_stateless_scope() and get_stateless_scope().get_current_value(self) is not None)):
+            return self._maybe_autocast(tensorflow.compat.v1.placeholder(shape=self._shape, dtype=self._dtype))
+        return keras_value(self)
+
+    value.placeholder_in_traces = True
+    variables.Variable.value = property(value)
 
 
 NEVER = 1e12  # seconds: a compilation that never takes this long is never written
