@@ -676,3 +676,51 @@ def test_an_operation_whose_result_nothing_uses_is_not_recomputed():
 def test_keras_calling_tensorflow_for_an_operation_records_only_the_operation():
     observation, _ = _replayed(MaskedMean())
     assert all("via" not in r for r in _ops_event(observation)["ops"])
+
+
+# ----------------------------------------------------------------------------- the wrappers, made once
+def _wrapped_places():
+    from grader.probe.op_tape import OpRecorder
+
+    with OpRecorder(lambda: None) as recorder:
+        return {(id(owner), name): getattr(owner, name) for owner, name, _ in recorder._saved}, recorder
+
+
+def test_every_recorder_puts_back_what_it_wrapped_and_the_next_reuses_the_same_wrappers():
+    from grader.probe import op_tape
+
+    before = keras.ops.matmul, keras.ops.nn.softmax, tf.Tensor.__add__, tf.reduce_sum
+    first, recorder = _wrapped_places()
+    assert (keras.ops.matmul, keras.ops.nn.softmax, tf.Tensor.__add__, tf.reduce_sum) == before
+    assert not recorder._saved and not op_tape._RUNNING
+    assert len(first) > 500  # keras.ops, its submodules, activations, random, operators, TensorFlow's
+    assert all(wrapper is not original for wrapper, original in zip(
+        [first[(id(keras.ops), "matmul")], first[(id(tf.Tensor), "__add__")]], [keras.ops.matmul, tf.Tensor.__add__]))
+    again, _ = _wrapped_places()
+    assert again.keys() == first.keys() and all(again[key] is first[key] for key in first)
+
+
+def test_a_function_replaced_since_is_wrapped_anew_and_recorded(monkeypatch):
+    """Code that put its own function in keras.ops (a student's, say) has that function wrapped."""
+    calls = []
+
+    def own_relu(x):
+        calls.append(1)
+        return keras.activations.relu(x)
+
+    first, _ = _wrapped_places()
+    monkeypatch.setattr(keras.ops, "relu", own_relu)
+    again, _ = _wrapped_places()
+    assert again[(id(keras.ops), "relu")] is not first[(id(keras.ops), "relu")]
+    assert again[(id(keras.ops), "relu")].__wrapped__ is own_relu
+    assert keras.ops.relu is own_relu
+
+
+def test_a_recorder_that_fails_to_start_leaves_nothing_wrapped(monkeypatch):
+    from grader.probe import op_tape
+
+    before = keras.ops.matmul
+    monkeypatch.setattr(op_tape, "tensorflow_functions", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        op_tape.OpRecorder(lambda: None).__enter__()
+    assert keras.ops.matmul is before and not op_tape._RUNNING

@@ -202,8 +202,21 @@ def _grader_frame(frame) -> bool:
     return filename.startswith(_package_folders()[-1])
 
 
+_RUNNING: list = []  # the recorders entered and not yet left, the innermost last
+_WRAPPERS: dict = {}  # (id of owner, attribute) -> (owner, function wrapped, its wrapper), kept for the process
+
+
+def _running():
+    """The innermost recorder running, or None."""
+    return _RUNNING[-1] if _RUNNING else None
+
+
 class OpRecorder:
-    """Wraps the operations while a tracer runs; each call goes to the tape ``current()`` gives."""
+    """Wraps the operations while a tracer runs; each call goes to the tape ``current()`` gives.
+
+    The wrappers ask which recorder runs, so each is made once per function and process and put in
+    place again by every later recorder (a grading traces its layer's calls about ten times, each
+    with some nine hundred functions wrapped)."""
 
     def __init__(self, current):
         self._current = current  # () -> the OpTape of the running custom layer, or None
@@ -211,6 +224,15 @@ class OpRecorder:
         self._saved: list[tuple] = []
 
     def __enter__(self):
+        _RUNNING.append(self)
+        try:
+            self._wrap_all()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wrap_all(self):
         modules = [(keras.ops, ""), (keras.activations, "activations."), (getattr(keras, "random", None), "random.")]
         modules += [(getattr(keras.ops, sub, None), "") for sub in ("numpy", "nn", "linalg")]
         modules += [(getattr(keras.ops, "image", None), "image.")]
@@ -222,92 +244,105 @@ class OpRecorder:
                 if name.startswith("_") or name in _NOT_OPERATIONS or not callable(value) or isinstance(value, type) \
                         or inspect.ismodule(value):
                     continue
-                self._patch(module, name, self._wrap(value, prefix + name))
+                self._patch(module, name, value, functools.partial(_wrap, name=prefix + name))
         for tensor in runtime.tensor_classes():
             for dunder, (name, reflected) in _OPERATORS.items():
                 original = tensor.__dict__.get(dunder) or getattr(tensor, dunder, None)
                 if original is not None:
-                    self._patch(tensor, dunder, self._wrap_operator(original, name, reflected))
+                    self._patch(tensor, dunder, original,
+                                functools.partial(_wrap_operator, name=name, reflected=reflected))
         if keras.backend.backend() == "tensorflow":
             for module, attribute, function, path, where in tensorflow_functions():
-                self._patch(module, attribute, self._wrap_tensorflow(function, path, where))
-        return self
+                self._patch(module, attribute, function, functools.partial(_wrap_tensorflow, path=path, where=where))
 
     def __exit__(self, *exc):
         for owner, name, original in reversed(self._saved):
             setattr(owner, name, original)
         self._saved.clear()
+        if self in _RUNNING:
+            _RUNNING.remove(self)
         return False
 
-    def _patch(self, owner, name, wrapper):
+    def _patch(self, owner, name, function, make):
+        """Put ``make(function)`` in ``owner.name``: the one made before for this very function, if any."""
+        key = (id(owner), name)
+        kept = _WRAPPERS.get(key)
+        if kept is None or kept[0] is not owner or kept[1] is not function:
+            kept = _WRAPPERS[key] = (owner, function, make(function))
         self._saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, wrapper)
+        setattr(owner, name, kept[2])
 
-    def _wrap(self, function, name):
-        recorder = self
+    def tape(self):
+        """The tape an operation called now goes to: None while another operation records (its inner
+        operations are not recorded again) or while no custom layer of the tracer runs."""
+        return None if self._busy else self._current()
 
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            tape = None if recorder._busy else recorder._current()
-            # a call from Keras counts (Lambda(keras.ops.relu) calls it for the student), the grader's own not
-            if tape is None or _grader_frame(sys._getframe(1)):
-                return function(*args, **kwargs)
-            recorder._busy = True
-            try:
-                output = function(*args, **kwargs)
-            finally:
-                recorder._busy = False
-            tape.record(name, args, kwargs, output)
+
+def _wrap(function, name):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        recorder = _running()
+        tape = recorder.tape() if recorder is not None else None
+        # a call from Keras counts (Lambda(keras.ops.relu) calls it for the student), the grader's own not
+        if tape is None or _grader_frame(sys._getframe(1)):
+            return function(*args, **kwargs)
+        recorder._busy = True
+        try:
+            output = function(*args, **kwargs)
+        finally:
+            recorder._busy = False
+        tape.record(name, args, kwargs, output)
+        return output
+
+    return wrapper
+
+
+def _wrap_operator(function, name, reflected):
+    def wrapper(self_, *args):
+        recorder = _running()
+        tape = recorder.tape() if recorder is not None else None
+        if tape is None:
+            return function(self_, *args)
+        recorder._busy = True
+        try:
+            output = function(self_, *args)
+        finally:
+            recorder._busy = False
+        operands = (args[0], self_) if reflected and args else (self_,) + args
+        tape.record(name, operands, {}, output)
+        return output
+
+    return wrapper
+
+
+def _wrap_tensorflow(function, path, where):
+    via = where  # how the student reached it: tf.math.reduce_sum is tf.reduce_sum
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        recorder = _running()
+        tape = recorder.tape() if recorder is not None else None
+        # Keras's TensorFlow backend calls these functions too: only the student's own calls count
+        if tape is None or _package_frame(sys._getframe(1)):
+            return function(*args, **kwargs)
+        recorder._busy = True
+        try:
+            output = function(*args, **kwargs)
+            steps = tf_steps(path, function, args, kwargs)
+            computed = run_steps(steps) if steps is not None else None
+            if computed is None or not same_result(computed[-1], output):
+                steps = None
+        finally:
+            recorder._busy = False
+        if steps is None:
+            tape.record(via, args, kwargs, output)
             return output
+        for (name, step_args, step_kwargs), made in zip(steps, computed[:-1] + [output]):
+            tape.record(name, resolve_steps(step_args, computed), resolve_steps(step_kwargs, computed), made,
+                        via=via)
+        return output
 
-        return wrapper
-
-    def _wrap_operator(self, function, name, reflected):
-        recorder = self
-
-        def wrapper(self_, *args):
-            tape = None if recorder._busy else recorder._current()
-            if tape is None:
-                return function(self_, *args)
-            recorder._busy = True
-            try:
-                output = function(self_, *args)
-            finally:
-                recorder._busy = False
-            operands = (args[0], self_) if reflected and args else (self_,) + args
-            tape.record(name, operands, {}, output)
-            return output
-
-        return wrapper
-
-    def _wrap_tensorflow(self, function, path, where):
-        recorder = self
-        via = where  # how the student reached it: tf.math.reduce_sum is tf.reduce_sum
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            tape = None if recorder._busy else recorder._current()
-            # Keras's TensorFlow backend calls these functions too: only the student's own calls count
-            if tape is None or _package_frame(sys._getframe(1)):
-                return function(*args, **kwargs)
-            recorder._busy = True
-            try:
-                output = function(*args, **kwargs)
-                steps = tf_steps(path, function, args, kwargs)
-                computed = run_steps(steps) if steps is not None else None
-                if computed is None or not same_result(computed[-1], output):
-                    steps = None
-            finally:
-                recorder._busy = False
-            if steps is None:
-                tape.record(via, args, kwargs, output)
-                return output
-            for (name, step_args, step_kwargs), made in zip(steps, computed[:-1] + [output]):
-                tape.record(name, resolve_steps(step_args, computed), resolve_steps(step_kwargs, computed), made,
-                            via=via)
-            return output
-
-        return wrapper
+    return wrapper
 
 
 # --------------------------------------------------------------------------- TensorFlow's functions as keras.ops calls
