@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,55 @@ def test_the_watchdog_stops_endless_checks_and_leaves_nothing_behind(tmp_path):
     fine.write_text(FINE, encoding="utf-8")
     results = run_checks(fine, "evidence", Watchdog(60))
     assert [(r.id, r.status) for r in results] == [("c.fine", "passed")]
+
+
+NOISY = """
+import logging, sys, warnings
+import pytest
+from grader.judge.framework import check
+
+@check(id="c.warns", title="warns", topic="api")
+def check_warns(evidence):
+    warnings.warn("a warning", UserWarning)
+    warnings.warn("deprecated", DeprecationWarning)
+    logging.getLogger("checks").error("logged")
+    print("printed"); print("to stderr", file=sys.stderr)
+
+@check(id="c.fails", title="fails", topic="api")
+def check_fails(evidence):
+    assert evidence == "other", "Your layer gave the wrong thing."
+
+@check(id="c.compares", title="compares", topic="api")
+def check_compares(evidence):
+    assert len(evidence) == 3
+
+@check(id="c.skips", title="skips", topic="api")
+def check_skips(evidence):
+    raise pytest.skip.Exception("Not checked: nothing to go on.")
+
+@check(id="c.raises", title="raises", topic="api")
+def check_raises(evidence):
+    raise KeyError("grader")
+"""
+
+
+def test_a_judges_session_without_pytests_unused_plugins_still_judges_every_outcome(tmp_path, capfd):
+    """The judge's pytest session leaves out the plugins the checks never use: warnings, logging and
+    output of a check change nothing and reach no one, and a failure keeps its message (assertion
+    rewriting), a skip its reason, an exception its kind."""
+    module = tmp_path / "noisy.py"
+    module.write_text(NOISY, encoding="utf-8")
+    with warnings.catch_warnings(record=True) as warned:  # Python's own warnings now, not pytest's
+        warnings.simplefilter("always")
+        results = {r.id: (r.status, r.message) for r in run_checks(module, "evidence", Watchdog(60))}
+    assert "a warning" in [str(w.message) for w in warned]
+    assert results["c.warns"] == ("passed", "")
+    assert results["c.fails"] == ("failed", "Your layer gave the wrong thing.")
+    assert results["c.compares"][0] == "failed" and "assert 8 == 3" in results["c.compares"][1]
+    assert results["c.skips"][0] == "skipped" and "nothing to go on" in results["c.skips"][1]
+    assert results["c.raises"][0] == "error" and "KeyError" in results["c.raises"][1]
+    out, err = capfd.readouterr()
+    assert "printed" not in out + err and "logged" not in out + err and "a warning" not in out + err
 
 
 def test_a_notebook_cell_whose_source_is_not_text_is_an_error_and_starts_no_child(tmp_path):

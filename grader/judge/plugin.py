@@ -248,6 +248,15 @@ def _raise_in(thread_id: int, exception) -> None:
                                                ctypes.py_object(exception) if exception is not None else None)
 
 
+# pytest's plugins the checks never use, left out of every judge's session: each is registered anew per
+# session, and some wrap every check (logging's handlers, warnings' catching) or collect a file twice
+# (doctest), about a quarter of a judge's time; unraisableexception runs a full garbage collection per
+# session. The checks keep what they rely on: assertion rewriting (the messages), skipping, capture.
+UNUSED_PLUGINS = ("cacheprovider", "unraisableexception", "threadexception", "debugging", "unittest", "legacypath",
+                  "tmpdir", "monkeypatch", "recwarn", "pastebin", "junitxml", "doctest", "setuponly", "setupplan",
+                  "stepwise", "warnings", "logging", "subtests")
+
+
 def run_checks(module: Path, evidence, watchdog: Watchdog | None = None) -> list[CheckResult]:
     """Run every ``@check`` in ``module`` against ``evidence``, in file order. With a ``watchdog``,
     checks that outlive its limit raise ChecksOverran."""
@@ -257,9 +266,7 @@ def run_checks(module: Path, evidence, watchdog: Watchdog | None = None) -> list
         "-c", str(INI),
         "--rootdir", str(module.parent),
         "--noconftest",
-        "-p", "no:cacheprovider",
-        "-p", "no:unraisableexception",  # a full garbage collection per session, for nothing the checks need
-        "-p", "no:threadexception",
+        *[argument for name in UNUSED_PLUGINS for argument in ("-p", f"no:{name}")],
         "-q",
     ]
     # Only the grader's own plugin: whatever else is installed does not take part in grading.
