@@ -150,6 +150,42 @@ def test_the_message_names_the_first_call_its_line_and_what_runs_everywhere():
     assert "tf.math.not_equal at code cell 2, line 5" in cell
 
 
+def test_the_hook_that_finds_tensorflow_calls_watches_only_a_submission_that_names_tensorflow(tmp_path):
+    """Off another backend, every grading process has TensorFlow imported (Keras's seeding imports it):
+    the profile hook, which costs every call the layer makes, watches only where the submission's own
+    code names TensorFlow, in its text or through a name it was handed."""
+    import math
+    import types
+
+    from grader.probe.direct_calls import names_tensorflow
+
+    def module_with(**names):
+        module = types.ModuleType("submission")
+        module.__dict__.update(names)
+        return module
+
+    class Tricky:
+        @property
+        def __module__(self):
+            raise RuntimeError("no")
+
+    written = {"plain": "import keras\nclass Layer(keras.layers.Layer):\n    pass\n", "tensorflow": SOURCE,
+               "keras2": "from tensorflow import keras\n", "lazy": "def f():\n    import tensorflow\n"}
+    paths = {}
+    for name, text in written.items():
+        paths[name] = tmp_path / f"{name}.py"
+        paths[name].write_text(text, encoding="utf-8")
+    assert not names_tensorflow(str(paths["plain"]), module_with(keras=types.ModuleType("keras"), math=math, x=Tricky()))
+    assert all(names_tensorflow(str(paths[name])) for name in ("tensorflow", "keras2", "lazy"))
+    # written out nowhere: a module or a function of TensorFlow's among its names (handed on by a helper)
+    tensorflow = types.ModuleType("tensorflow")
+    handed = types.FunctionType((lambda: None).__code__, {})
+    handed.__module__ = "tensorflow.python.ops.math_ops"
+    assert names_tensorflow(str(paths["plain"]), module_with(tf=tensorflow))
+    assert names_tensorflow(str(paths["plain"]), module_with(reduce_sum=handed))
+    assert names_tensorflow(str(tmp_path / "gone.py"))  # unreadable: watched
+
+
 def test_the_keras_ops_list_matches_the_installed_keras():
     backend = "jax" if backends.installed("jax") else "tensorflow"
     listed = subprocess.run(

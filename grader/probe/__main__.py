@@ -150,7 +150,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
 
     if cls is not None:
         watcher = DirectCalls(submission)
-        watching = watcher.wanted()
+        watching = watcher.wanted(module)
         if watching:
             watcher.start()
         try:

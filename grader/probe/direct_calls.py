@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
 
 MAX_LINES = 10
 # TensorFlow's lazy attribute lookups: ``tf.keras`` runs one to find Keras, which is no TensorFlow call
@@ -30,11 +31,16 @@ class DirectCalls:
         self.lines: list[int] = []
         self._root: str | None = None
 
-    def wanted(self) -> bool:
-        """Whether to watch: TensorFlow was imported, and Keras runs on another backend."""
+    def wanted(self, module=None) -> bool:
+        """Whether to watch: Keras runs on another backend, TensorFlow was imported, and the
+        submission's own code names it (``module``: the submission, loaded). TensorFlow is imported in
+        every grading process where it is installed (Keras's seeding imports it), and the hook costs
+        every call the layer makes, Keras's and the backend's, a Python call of its own."""
         import keras
 
-        return keras.backend.backend() != "tensorflow" and "tensorflow" in sys.modules
+        if keras.backend.backend() == "tensorflow" or "tensorflow" not in sys.modules:
+            return False
+        return names_tensorflow(self.submission, module)
 
     def start(self) -> None:
         module = sys.modules.get("tensorflow")
@@ -59,3 +65,25 @@ class DirectCalls:
             return
         if caller.f_lineno not in self.lines:
             self.lines.append(caller.f_lineno)
+
+
+def names_tensorflow(path: str, module=None) -> bool:
+    """Whether the submission at ``path`` names TensorFlow: its text does (any import of it, however
+    written out, ``tf.keras`` included), or one of ``module``'s names is a TensorFlow module or holds
+    TensorFlow's function or class (a name handed on by another module). True where the file cannot be
+    read: watching is then the safe side."""
+    try:
+        with open(path, "rb") as handle:
+            if b"tensorflow" in handle.read():
+                return True
+    except OSError:
+        return True
+    for value in list(vars(module).values()) if module is not None else ():
+        try:
+            names = (getattr(value, "__name__", None) if isinstance(value, types.ModuleType)
+                     else getattr(value, "__module__", None))
+        except Exception:  # an object of the submission's own whose attributes raise
+            continue
+        if isinstance(names, str) and (names == "tensorflow" or names.startswith("tensorflow.")):
+            return True
+    return False
