@@ -28,6 +28,7 @@ on another backend never imports TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import linecache
@@ -206,9 +207,10 @@ _RUNNING: list = []  # the recorders entered and not yet left, the innermost las
 _WRAPPERS: dict = {}  # (id of owner, attribute) -> (owner, function wrapped, its wrapper), kept for the process
 
 
-def _running():
-    """The innermost recorder running, or None."""
-    return _RUNNING[-1] if _RUNNING else None
+def _tape_now():
+    """(the innermost recorder running, the tape an operation called now goes to), or (None, None)."""
+    recorder = _RUNNING[-1] if _RUNNING else None
+    return (recorder, recorder.tape()) if recorder is not None else (None, None)
 
 
 class OpRecorder:
@@ -277,20 +279,25 @@ class OpRecorder:
         operations are not recorded again) or while no custom layer of the tracer runs."""
         return None if self._busy else self._current()
 
+    @contextlib.contextmanager
+    def recording(self):
+        """While one operation runs to be recorded: the operations inside it are not recorded again."""
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
 
 def _wrap(function, name):
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        recorder = _running()
-        tape = recorder.tape() if recorder is not None else None
+        recorder, tape = _tape_now()
         # a call from Keras counts (Lambda(keras.ops.relu) calls it for the student), the grader's own not
         if tape is None or _grader_frame(sys._getframe(1)):
             return function(*args, **kwargs)
-        recorder._busy = True
-        try:
+        with recorder.recording():
             output = function(*args, **kwargs)
-        finally:
-            recorder._busy = False
         tape.record(name, args, kwargs, output)
         return output
 
@@ -299,15 +306,11 @@ def _wrap(function, name):
 
 def _wrap_operator(function, name, reflected):
     def wrapper(self_, *args):
-        recorder = _running()
-        tape = recorder.tape() if recorder is not None else None
+        recorder, tape = _tape_now()
         if tape is None:
             return function(self_, *args)
-        recorder._busy = True
-        try:
+        with recorder.recording():
             output = function(self_, *args)
-        finally:
-            recorder._busy = False
         operands = (args[0], self_) if reflected and args else (self_,) + args
         tape.record(name, operands, {}, output)
         return output
@@ -320,20 +323,16 @@ def _wrap_tensorflow(function, path, where):
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        recorder = _running()
-        tape = recorder.tape() if recorder is not None else None
+        recorder, tape = _tape_now()
         # Keras's TensorFlow backend calls these functions too: only the student's own calls count
         if tape is None or _package_frame(sys._getframe(1)):
             return function(*args, **kwargs)
-        recorder._busy = True
-        try:
+        with recorder.recording():
             output = function(*args, **kwargs)
             steps = tf_steps(path, function, args, kwargs)
             computed = run_steps(steps) if steps is not None else None
             if computed is None or not same_result(computed[-1], output):
                 steps = None
-        finally:
-            recorder._busy = False
         if steps is None:
             tape.record(via, args, kwargs, output)
             return output
