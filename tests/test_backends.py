@@ -175,7 +175,8 @@ def test_the_hook_that_finds_tensorflow_calls_watches_only_a_submission_that_nam
     for name, text in written.items():
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text(text, encoding="utf-8")
-    assert not names_tensorflow(str(paths["plain"]), module_with(keras=types.ModuleType("keras"), math=math, x=Tricky()))
+    assert not names_tensorflow(str(paths["plain"]),
+                                module_with(keras=types.ModuleType("keras"), math=math, x=Tricky()))
     assert all(names_tensorflow(str(paths[name])) for name in ("tensorflow", "keras2", "lazy"))
     # written out nowhere: a module or a function of TensorFlow's among its names (handed on by a helper)
     tensorflow = types.ModuleType("tensorflow")

@@ -31,7 +31,7 @@ class DirectCalls:
         self.lines: list[int] = []
         self._root: str | None = None
 
-    def wanted(self, module=None) -> bool:
+    def wanted(self, module) -> bool:
         """Whether to watch: Keras runs on another backend, TensorFlow was imported, and the
         submission's own code names it (``module``: the submission, loaded). TensorFlow is imported in
         every grading process where it is installed (Keras's seeding imports it), and the hook costs

@@ -155,13 +155,13 @@ def trace_unset_variables_as_placeholders() -> None:
     keras_value = current.fget
 
     @functools.wraps(keras_value)
-    def value(self):
-        initializer = getattr(self, "_initializer", None)
-        if (getattr(self, "_value", True) is None and in_symbolic_scope()
-                and isinstance(initializer, Initializer) and type(initializer).__module__.startswith("keras.")
-                and not isinstance(getattr(initializer, "seed", None), SeedGenerator)
-                and not (in_stateless_scope() and get_stateless_scope().get_current_value(self) is not None)):
-            return self._maybe_autocast(tensorflow.compat.v1.placeholder(shape=self._shape, dtype=self._dtype))
+    def value(self):  # every read of every variable: a set variable is told apart first
+        if getattr(self, "_value", True) is None and in_symbolic_scope():
+            initializer = getattr(self, "_initializer", None)
+            if (isinstance(initializer, Initializer) and type(initializer).__module__.startswith("keras.")
+                    and not isinstance(getattr(initializer, "seed", None), SeedGenerator)
+                    and not (in_stateless_scope() and get_stateless_scope().get_current_value(self) is not None)):
+                return self._maybe_autocast(tensorflow.compat.v1.placeholder(shape=self._shape, dtype=self._dtype))
         return keras_value(self)
 
     value.placeholder_in_traces = True
