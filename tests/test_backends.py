@@ -81,6 +81,29 @@ def test_a_worker_that_preloaded_jax_leaves_its_childrens_cpus_to_them():
     assert json.loads(shown.stdout) == sorted(os.sched_getaffinity(0))
 
 
+WHAT_IS_IMPORTED = """
+import sys
+from grader.probe import runtime
+{start}
+before = "jax" in sys.modules
+import jax
+print(before, type(jax.numpy.zeros(2)).__name__)
+"""
+
+
+@needs_jax
+@pytest.mark.parametrize("start", ["import grader.probe.preload",
+                                   "runtime.select('tensorflow'); runtime.start_runtime('tensorflow')"])
+def test_tensorflow_starts_without_importing_jax_and_a_submission_may_import_it_after(start):
+    """TensorFlow's import would import JAX for TFLite's converter of JAX functions, which no grading
+    runs: a TensorFlow worker (preload) and a cold grading process start without it, and JAX is there
+    for a submission that imports it."""
+    shown = subprocess.run([sys.executable, "-c", WHAT_IS_IMPORTED.format(start=start)],
+                           env={**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"},
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.split()[-2:] == ["False", "ArrayImpl"], shown.stderr[-2000:]
+
+
 # ----------------------------------------------------------------------------- settings and naming
 def test_backend_setting_from_flag_environment_and_default():
     assert backends.resolve(None, {}) == "tensorflow"

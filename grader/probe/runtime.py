@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 from ..backends import NAMES
 
@@ -94,6 +95,7 @@ def start_runtime(name: str, compiled: dict | None = None) -> dict:
     ``write`` (the grader's own run of the exercise's solution, never a submission's)."""
     if name == "jax":
         one_cpu()  # in the grading process, before anything runs on JAX: a worker's children choose each their own
+    import_libraries(name)
     import keras
     import numpy
 
@@ -188,23 +190,37 @@ def use_compiled(jax, compiled: dict) -> None:
 def preload(name: str) -> None:
     """Import what ``start_runtime`` imports, without creating any runtime (a fork server's imports)."""
     select(name)
-    import keras  # noqa: F401
-    import numpy  # noqa: F401
+    import_libraries(name)
 
-    if name == "tensorflow":
-        import tensorflow  # noqa: F401
-    elif name == "jax":
-        import jax  # noqa: F401
-    else:
-        import torch  # noqa: F401
-    if name != "tensorflow":
-        # Every grading seeds Keras (keras.utils.set_random_seed), which seeds TensorFlow too wherever it
-        # is installed, whatever the backend, importing it first: imported here, once, a child of the
-        # worker starts with it as a fresh grading process has it by then (about two seconds less).
+
+def import_libraries(name: str) -> None:
+    """Import Keras on backend ``name`` (``select``-ed before), the backend's library, and TensorFlow
+    wherever it is installed: every grading seeds Keras (keras.utils.set_random_seed), which seeds
+    TensorFlow too whatever the backend, importing it first (in a worker, once for all its children).
+
+    TensorFlow's import tries JAX, where it is installed, for TFLite's converter of JAX functions,
+    which no grading uses: on a backend other than JAX that is half a second of every TensorFlow
+    start (a seventh of it), so JAX is kept out of that import alone. It is importable again
+    afterwards: a submission that imports JAX gets it, as TFLite would on first use of its converter."""
+    hidden = name != "jax" and "jax" not in sys.modules
+    if hidden:
+        sys.modules["jax"] = None  # an import of jax raises ImportError at once
+    try:
+        import keras  # noqa: F401
+        import numpy  # noqa: F401
+
+        if name == "jax":
+            import jax  # noqa: F401
+        elif name == "torch":
+            import torch  # noqa: F401
         try:
             import tensorflow  # noqa: F401
         except ImportError:
-            pass
+            if name == "tensorflow":
+                raise
+    finally:
+        if hidden and "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
 
 
 def tensor_classes() -> tuple[type, ...]:
