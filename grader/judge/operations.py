@@ -33,7 +33,6 @@ from typing import Callable
 import autograd.numpy as anp
 import numpy as np
 from autograd.extend import defvjp, primitive
-from autograd.scipy import special as aspecial
 from autograd.tracer import Box, getval
 
 from .. import keras_ops
@@ -544,6 +543,16 @@ def _gather(x, index: tuple):
 
 
 # --------------------------------------------------------------------------- element-wise
+
+
+def _special(name: str):
+    """autograd's SciPy function ``name`` (SciPy's, with its derivative), imported when a replay first
+    computes it: importing SciPy's special functions takes longer than the rest of the judge's imports."""
+    def compute(x):
+        from autograd.scipy import special
+
+        return getattr(special, name)(x)
+    return compute
 
 
 def _float_unary(function):
@@ -2758,7 +2767,8 @@ OPERATIONS.update({
     "rsqrt": _float_unary(lambda x: 1.0 / anp.sqrt(x)),
     "reciprocal": _float_unary(lambda x: 1.0 / x),
     "cbrt": _float_unary(_cbrt),
-    "erf": _float_unary(aspecial.erf), "erfc": _float_unary(aspecial.erfc), "erfinv": _float_unary(aspecial.erfinv),
+    "erf": _float_unary(_special("erf")), "erfc": _float_unary(_special("erfc")),
+    "erfinv": _float_unary(_special("erfinv")),
     "i0": _float_unary(_i0),
     "angle": _float_unary(_angle),
     "abs": _keep_unary(anp.abs, bools=lambda x: x), "absolute": _keep_unary(anp.abs, bools=lambda x: x),
