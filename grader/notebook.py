@@ -72,9 +72,7 @@ def graded_source(exercise_id: str, target: str) -> "str | Path":
     history = _history()
     answer = answer_source(target, history)
     index = max(i for i, cell in enumerate(history) if cell == answer)
-    from .integrations.course import check_cell_source
-
-    check = check_cell_source(exercises.get(exercise_id)).strip()
+    check = exercises.get(exercise_id).notebook.check_cell().strip()
     return "\n\n".join(cell for cell in history[:index + 1]
                         if cell and "assert_topic(" not in cell and cell.strip() != check) + "\n"
 

@@ -40,6 +40,13 @@ class Notebook:
     wording: tuple[tuple[str, str], ...] = ()
     written_answer: WrittenAnswer | None = None
 
+    def check_cell(self) -> str:
+        """The released "Check your work" cell: plain asserts a student runs; never graded."""
+        return ("# Check your work: run this cell after your answer cell. These plain asserts check the\n"
+                "# basics; the test cells below grade everything when your notebook is graded.\n"
+                f"{self.visible_test}"
+                'print("The basic checks passed.")')
+
 
 # The editions of the book the exercises follow, each a track (``grader.exercises.tracks``): its name
 # (what ``grade init --edition`` takes) and the chapter its exercises follow. An exercise names its

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from .. import exercises
 from ..exercises.stubs import PROVIDED_BEGIN, expected_solution
-from ..judge.declarations import declared_checks, topic_points
+from ..judging.declarations import declared_checks, topic_points
 
 if TYPE_CHECKING:
     import nbformat
@@ -238,14 +238,6 @@ def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, point
     return {"nbgrader": meta}
 
 
-def check_cell_source(exercise) -> str:
-    """The released "Check your work" cell: plain asserts a student runs; never graded."""
-    return ("# Check your work: run this cell after your answer cell. These plain asserts check the\n"
-            "# basics; the test cells below grade everything when your notebook is graded.\n"
-            f"{exercise.notebook.visible_test}"
-            'print("The basic checks passed.")')
-
-
 def build_notebook(exercise) -> nbformat.NotebookNode:
     import nbformat  # here, not at the top: a batch asks this module for manual points only
 
@@ -258,7 +250,7 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
             metadata=_nbgrader(f"{exercise.id}-answer", solution=True, grade=False, locked=False),
         ),
         nbformat.v4.new_code_cell(
-            check_cell_source(exercise),
+            exercise.notebook.check_cell(),
             metadata=_nbgrader(f"{exercise.id}-check", solution=False, grade=False, locked=True),
         ),
     ]
