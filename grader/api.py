@@ -21,12 +21,12 @@ from .submission import Source, SubmissionError, read_submission
 from .verdict import Verdict, error_verdict, summarise
 from .settings import (CHECKS_SECONDS, DEFAULT_BACKEND, DEFAULT_MEMORY_MB, DEFAULT_SEED,  # noqa: F401
                        DEFAULT_TIMEOUT, Settings)
-from .judge import declarations
-from .judge.declarations import declared_checks
+from .judging import declarations
+from .judging.declarations import declared_checks
 
 
 def _default_judges():
-    from .judge.client import shared_judges
+    from .judging.client import shared_judges
 
     return shared_judges()
 
@@ -240,8 +240,8 @@ class Grading:
         if problem:  # nothing to judge
             self._verdict = error_verdict(exercise.id, path, problem, max_points(exercise.id), self.context)
             return
-        from .judge import exchange
-        from .judge.client import JudgeFailed
+        from .judging import exchange
+        from .judging.client import JudgeFailed
 
         request = exchange.request(exercise.id, self.job, self.secrets, run, self.settings.checks_timeout)
         try:
@@ -263,7 +263,7 @@ class Grading:
         return f"The submission could not be graded on {backends.title(self.settings.backend)}: {message}."
 
     def _judged(self) -> None:
-        from .judge import exchange
+        from .judging import exchange
 
         exercise, path = self.exercise, str(self.path)
         data, problem = self._judge.wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 
-from . import exercises
+from . import location
 
 DISTRIBUTION = "transformer-exercises"
 # The modules the instructor's commands import (grader/integrations/course.py, grader/integrations/gradebook.py), each
@@ -21,9 +21,9 @@ INSTRUCTOR_MODULES = ("nbgrader", "nbformat", "traitlets", "sqlalchemy")
 
 def install_line(extra: str) -> str:
     """The pip command that adds ``extra``: from a clone, the clone's editable install."""
-    if exercises.INSTALLED_FROM_WHEEL:
+    if location.INSTALLED_FROM_WHEEL:
         return f"pip install {shlex.quote(f'{DISTRIBUTION}[{extra}]')}"
-    return f"pip install -e {shlex.quote(f'{exercises.PROJECT_ROOT}[{extra}]')}"
+    return f"pip install -e {shlex.quote(f'{location.PROJECT_ROOT}[{extra}]')}"
 
 
 def _missing(modules) -> list[str]:

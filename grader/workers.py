@@ -25,7 +25,7 @@ class Workers:
         self.backend = backend
         environment = dict(fresh_environment(), **child_environment(), KERAS_BACKEND=backend)
         self.server = forkserver.ForkServer(ready_seconds, fork_seconds, environment=environment)
-        from .judge.client import shared_judges
+        from .judging.client import shared_judges
 
         shared_judges()
 

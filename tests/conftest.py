@@ -410,13 +410,13 @@ class _RecordingJudges:
         self.store, self.key = store, key
 
     def __call__(self):
-        from grader.judge.client import shared_judges
+        from grader.judging.client import shared_judges
 
         shared_judges()
         return self
 
     def start(self, request: bytes, checks_timeout: float):
-        from grader.judge.client import shared_judges
+        from grader.judging.client import shared_judges
 
         self.store[self.key] = request
         return shared_judges().start(request, checks_timeout)

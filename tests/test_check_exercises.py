@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from grader import exercises
-from grader.exercises import location
+from grader import location
 from grader.verdict import CheckResult, summarise
 from tools import check_exercises
 

@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from grader import cli, exercises, extras
+from grader import cli, exercises, extras, location
 from tools import generate
 
 ROOT = exercises.PROJECT_ROOT
@@ -147,7 +147,7 @@ def test_an_instructor_command_without_the_extra_says_what_to_install(no_nbgrade
 
 
 def test_from_a_wheel_the_install_line_names_the_package(no_nbgrader, monkeypatch):
-    monkeypatch.setattr(exercises, "INSTALLED_FROM_WHEEL", True)
+    monkeypatch.setattr(location, "INSTALLED_FROM_WHEEL", True)
     assert extras.missing_instructor_tools("grade nbgrader-course") == (
         "grade nbgrader-course needs the instructor tools (nbgrader, nbformat, traitlets, sqlalchemy not installed): "
         "pip install 'transformer-exercises[instructor]'")

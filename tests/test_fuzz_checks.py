@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from grader import exercises
-from grader.judge import exchange
-from grader.judge.judging import judge
+from grader.judging import exchange
+from grader.judging.judgment import judge
 
 from .catalog import catalog
-from grader.judge.declarations import declared_checks
+from grader.judging.declarations import declared_checks
 
 EXERCISES = list(exercises.EXERCISES)
 STATUSES = {"passed", "failed", "skipped"}

@@ -98,7 +98,7 @@ def test_every_grading_closes_the_package_the_project_and_the_folders_it_is_told
 
 def test_the_allow_list_is_what_a_grading_process_imports_and_never_the_judge_or_a_check():
     modules = set(reads.child_modules())
-    assert {"grader.probe.__main__", "grader.probe.worker", "grader.sandbox.confine", "grader.protocol.wire",
+    assert {"grader.child.__main__", "grader.child.worker", "grader.sandbox.confine", "grader.protocol.wire",
             "grader.explain.phases"} <= modules
     assert {f"grader.exercises.{e}.{part}" for e in EXERCISES for part in ("probe", "job", "spec")} <= modules
     assert not [m for m in modules if m.startswith(("grader.judge", "grader.integrations", "grader.cli"))

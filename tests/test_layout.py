@@ -89,14 +89,34 @@ def _is_import_module(func) -> bool:
 _EXERCISE_MODULES = {"checks_module": "checks", "probe_module": "probe"}
 
 
+def _job_probes() -> set[str]:
+    """The probe modules jobs are given (``child_job(..., probe="...")`` anywhere in the package)."""
+    found = set()
+    for path, _ in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "child_job":
+                for keyword in node.keywords:
+                    if keyword.arg == "probe":
+                        assert isinstance(keyword.value, ast.Constant), f"{path}: a job's probe named at run time"
+                        found.add(keyword.value.value)
+    assert found <= set(MODULES), found - set(MODULES)
+    return found
+
+
+_JOB_PROBES = _job_probes()
+# run-time imports of a name chosen from data that is never the grader's: (importer, argument)
+_NOT_THE_GRADERS = {("grader.judging.server", "name")}  # pytest's own plugins, imported once for every judge
+
+
 def _named_at_run_time(argument, importer: str) -> set[str]:
     """The grader's modules an ``import_module`` argument can name (outside ones by their name)."""
     if isinstance(argument, ast.BoolOp):  # job.get("probe") or f"...": either
         return set().union(*(_named_at_run_time(value, importer) for value in argument.values))
     if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
         return {argument.value}
-    if isinstance(argument, ast.Attribute) and argument.attr in _EXERCISE_MODULES:
-        pattern = rf"grader\.exercises\.[^.]+\.{_EXERCISE_MODULES[argument.attr]}"
+    named = argument.attr if isinstance(argument, ast.Attribute) else getattr(argument, "id", None)
+    if named in _EXERCISE_MODULES:  # exercise.checks_module, or a parameter of that name
+        pattern = rf"grader\.exercises\.[^.]+\.{_EXERCISE_MODULES[named]}"
     elif isinstance(argument, ast.JoinedStr):
         pattern = ""
         for part in argument.values:
@@ -106,8 +126,12 @@ def _named_at_run_time(argument, importer: str) -> set[str]:
                 pattern += re.escape(importer)
             else:
                 pattern += r"[^.]+"
+    elif ast.unparse(argument) == "job.get('probe')":  # the probe a job names: every one a job is given
+        return _JOB_PROBES
     else:
-        return set()  # a name chosen from data (pytest's plugins): not the grader's
+        assert (importer, ast.unparse(argument)) in _NOT_THE_GRADERS, \
+            f"{importer} imports {ast.unparse(argument)} at run time: which of the grader's modules can it name?"
+        return set()
     named = {module for module in MODULES if re.fullmatch(pattern, module)}
     assert named, f"{importer} imports {ast.unparse(argument)} at run time, which names none of the grader's modules"
     return named
@@ -146,12 +170,14 @@ def _under(prefix: str) -> list[str]:
 
 def test_the_rules_read_a_real_package():
     assert len(MODULES) > 60
-    assert "tensorflow" in _reached("grader.probe.__main__")
+    assert "tensorflow" in _reached("grader.child.__main__")
     assert "grader.judge.replay" in _reached("grader.exercises.exercise3.checks")
     # the run-time imports: the child's probe by pattern, the judge server's checks, the command table
-    assert "grader.exercises.exercise3.probe" in IMPORTS["grader.probe.__main__"]
-    assert "grader.exercises.ch15_decoder.checks" in IMPORTS["grader.judge.server"]
-    assert "grader.exercises.exercise5.probe" in IMPORTS["grader.probe.preload"]
+    assert "grader.exercises.exercise3.probe" in IMPORTS["grader.child.__main__"]
+    assert "grader.exercises.ch15_decoder.checks" in IMPORTS["grader.judging.server"]
+    assert "grader.exercises.exercise5.probe" in IMPORTS["grader.child.preload"]
+    assert "grader.explain.phases" in IMPORTS["grader.child.__main__"]  # a job's own probe
+    assert "grader.exercises.exercise1.checks" in IMPORTS["grader.judging.declarations"]
     assert "grader.cli.classes" in IMPORTS["grader.cli"]
 
 
@@ -174,17 +200,52 @@ CHECKS = [f"grader.exercises.{name.split('.')[2]}.checks" for name in _under("gr
           if name.endswith(".checks")]
 
 
-@pytest.mark.parametrize("module", _under("grader.judge") + CHECKS)
+@pytest.mark.parametrize("module", _under("grader.judge") + _under("grader.judging") + CHECKS)
 def test_the_judge_never_imports_the_probe_nor_a_framework(module):
     reached = _reached(module)
-    assert {name for name in reached if name.startswith("grader.probe")} == set()
+    assert {name for name in reached if name.startswith(("grader.probe", "grader.child"))} == set()
     assert reached & FRAMEWORKS == set()
 
 
-@pytest.mark.parametrize("module", [name for name in MODULES if name.endswith(".probe")] + _under("grader.probe"))
+@pytest.mark.parametrize("module", [name for name in MODULES if name.endswith(".probe")] + _under("grader.probe")
+                         + _under("grader.child"))
 def test_a_probe_never_imports_the_judge(module):
     reached = _reached(module)
-    assert {name for name in reached if name.startswith("grader.judge") or name.endswith(".checks")} == set()
+    assert {name for name in reached if name.startswith(("grader.judge", "grader.judging"))
+            or name.endswith(".checks")} == set()
+
+
+def _part(module: str) -> str:
+    """The part of the package a module belongs to: its first level below ``grader`` (a subpackage
+    with everything in it, or a module of its own)."""
+    return ".".join(module.split(".")[:2])
+
+
+PARTS = {_part(name): set() for name in MODULES if name != "grader"}
+for _name, _imported in IMPORTS.items():
+    for _target in _imported:
+        if _target in MODULES and _target != "grader" and _name != "grader" and _part(_target) != _part(_name):
+            PARTS[_part(_name)].add(_part(_target))
+
+
+def _parts_reached(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for part in PARTS[todo.pop()]:
+            if part not in seen:
+                seen.add(part)
+                todo.append(part)
+    return seen
+
+
+def test_no_part_of_the_package_imports_itself_through_others():
+    """The parts form layers: what the checks are written with (``judge``) and what a probe is written
+    with (``probe``) below the exercises that use them, the processes that load the exercises
+    (``judging``, ``child``) above them, the command above everything it runs."""
+    assert {"grader.judge", "grader.judging", "grader.probe", "grader.child", "grader.exercises"} <= set(PARTS)
+    circles = {part: sorted(p for p in PARTS[part] if part in _parts_reached(p)) for part in PARTS
+               if part in _parts_reached(part)}
+    assert circles == {}
 
 
 @pytest.mark.parametrize("module", ["grader.api", "grader.report", "grader.cli", "grader.integrations.batch",
@@ -192,3 +253,29 @@ def test_a_probe_never_imports_the_judge(module):
                                     "grader.server.client", "grader.cli.server"])
 def test_the_grading_parent_never_imports_a_framework(module):
     assert _reached(module) & FRAMEWORKS == set()
+
+
+def _private_uses(name: str) -> list[str]:
+    """Where a module takes another module's private name (``from .x import _y``, or ``x._y`` of a
+    grader module it imported): a name with a leading underscore is its own module's business."""
+    path, is_package = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("grader")):
+            for alias in node.names:
+                modules.add(alias.asname or alias.name)
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"line {node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            modules.update((alias.asname or alias.name).split(".")[0] for alias in node.names
+                           if alias.name.startswith("grader"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_takes_another_modules_private_names():
+    assert {name: found for name in MODULES if (found := _private_uses(name))} == {}

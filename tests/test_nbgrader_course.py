@@ -21,7 +21,7 @@ from grader import cli, exercises
 from grader.integrations.course import build_notebook, notebook_instructions, update_course, write_course
 
 from .conftest import grade_warm
-from grader.judge.declarations import topic_points
+from grader.judging.declarations import topic_points
 
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
 # The book's encoder: no supports_masking, so one 1-point check of the 6-point mask topic fails.

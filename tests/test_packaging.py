@@ -77,7 +77,7 @@ def test_the_wheel_carries_exercises_instructions_hints_and_solutions(wheel):
                      f"grader/_exercises/hints/{exercise.id}.md", f"grader/_solutions/{exercise.id}.py",
                      f"grader/exercises/{exercise.id}/checks.py", f"grader/exercises/{exercise.id}/probe.py"):
             assert path in names, path
-    assert "grader/judge/pytest.ini" in names
+    assert "grader/judging/pytest.ini" in names
     for script in ("submit-class.sh", "grade-array.sbatch", "merge.sbatch"):  # the Slurm scripts
         assert f"grader/integrations/slurm/{script}" in names, script
     assert not any(name.startswith(("tests/", "solutions/", "exercises/")) for name in names)

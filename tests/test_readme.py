@@ -8,7 +8,7 @@ import re
 import pytest
 
 from grader import exercises
-from grader.judge.declarations import declared_checks
+from grader.judging.declarations import declared_checks
 
 ROOT = exercises.PROJECT_ROOT
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -110,7 +110,7 @@ def test_the_key_covers_every_file_a_grading_process_runs_and_none_of_the_checks
     from .recorded import PACKAGE, package_files
 
     covered = {path.relative_to(PACKAGE).as_posix() for path in package_files()}
-    assert {"probe/__main__.py", "protocol/job.py", "sandbox/landlock.py"} <= covered
+    assert {"child/__main__.py", "protocol/job.py", "sandbox/landlock.py"} <= covered
     assert {f"exercises/{e}/probe.py" for e in exercises.EXERCISES} <= covered
     assert not any(path.startswith("judge/") or path.endswith("/checks.py") for path in covered)
     assert covered == {Path(p).resolve().relative_to(PACKAGE).as_posix() for p in reads.readable_files()

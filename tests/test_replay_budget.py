@@ -44,7 +44,7 @@ def test_the_budget_is_for_the_whole_submission_and_starts_again_for_the_next():
 
 
 def test_a_check_stopped_by_the_budget_fails_and_says_why():
-    from grader.judge.plugin import classify
+    from grader.judging.plugin import classify
 
     class Info:
         value = budget.TooLarge("recomputing the call would take more than 1 operations")

@@ -18,8 +18,8 @@ from grader import exercises
 from grader.integrations.outputs import Outputs
 from grader.integrations.discovery import Submission
 from grader.integrations.batch import run_batch
-from grader.judge.declarations import declared_checks
-from grader.judge.plugin import ChecksOverran, Watchdog, run_checks
+from grader.judging.declarations import declared_checks
+from grader.judging.plugin import ChecksOverran, Watchdog, run_checks
 from grader.api import Grading, Settings
 from grader.sandbox.evidence import ChildRun
 
@@ -96,9 +96,9 @@ class InlineJudges:
         return self
 
     def start(self, request: bytes, checks_timeout: float):
-        from grader.judge.judging import judge_request
+        from grader.judging.judgment import judge_request
 
-        from grader.judge.exchange import encode
+        from grader.judging.exchange import encode
 
         return InlineJudge(encode(judge_request(request)))
 
@@ -146,7 +146,7 @@ GOOD_RUN = ChildRun(phases={"runtime": RUNTIME, "load": LOAD}, started=["runtime
 
 
 def test_a_judge_past_its_time_is_killed_and_its_submission_alone_is_an_error(tmp_path):
-    from grader.judge.client import Judges
+    from grader.judging.client import Judges
 
     judges = Judges(grace=0.0)
     try:
@@ -160,7 +160,7 @@ def test_a_judge_past_its_time_is_killed_and_its_submission_alone_is_an_error(tm
 
 
 def test_a_judge_out_of_memory_gives_an_error_verdict_not_a_score(tmp_path):
-    from grader.judge.client import Judges
+    from grader.judging.client import Judges
 
     judges = Judges(memory_mb=64)  # less than the judge server itself has mapped: every allocation fails
     try:
@@ -205,7 +205,7 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
     """The judge's cut and the grader's limit are one constant: a check quoting a config value of
     60 000 characters keeps its verdict, its message cut to exactly the limit."""
     from grader import exercises
-    from grader.judge import exchange
+    from grader.judging import exchange
     from grader.verdict import CheckResult
 
     declared = declared_checks(exercises.get("exercise3"))

@@ -14,7 +14,7 @@ import pytest
 
 from grader import exercises
 from grader.student.hints import read_tagged_hints
-from grader.judge.declarations import declared_checks
+from grader.judging.declarations import declared_checks
 
 ROOT = exercises.PROJECT_ROOT
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.cli.common import _exercise_choice, _exercise_or_file, nearest
-from grader.cli.grading import _grade_parser
+from grader.cli.common import exercise_choice, exercise_or_file, nearest
+from grader.cli.grading import grade_parser
 from grader import exercises
 from grader.exercises import tracks
 from grader.student.workspace import init_workspace, workspace_files
@@ -97,13 +97,13 @@ def test_init_without_edition_is_the_second_edition(tmp_path):
 def test_a_number_counts_in_the_workspaces_track(tmp_path, monkeypatch):
     init_workspace(tmp_path, edition="3")
     monkeypatch.chdir(tmp_path)
-    parser = _grade_parser()
-    assert _exercise_choice(parser, "2").id == "ch15_encoder"
-    exercise, path = _exercise_or_file(parser, "exercises/ch15_decoder.py")
+    parser = grade_parser()
+    assert exercise_choice(parser, "2").id == "ch15_encoder"
+    exercise, path = exercise_or_file(parser, "exercises/ch15_decoder.py")
     assert exercise.id == "ch15_decoder" and path == Path("exercises/ch15_decoder.py")
     init_workspace(tmp_path / "second")
     monkeypatch.chdir(tmp_path / "second")
-    assert _exercise_choice(parser, "2").id == "exercise2"
+    assert exercise_choice(parser, "2").id == "exercise2"
 
 
 def test_the_next_step_stays_in_the_track():

@@ -127,7 +127,7 @@ def test_init_from_a_package_that_carries_a_solved_exercise_warns_and_writes_the
     shutil.copytree(exercises.EXERCISES_DIR, shipped)
     solved = shipped / "exercise3.py"
     solved.write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"), encoding="utf-8")
-    from grader.exercises import location
+    from grader import location
 
     monkeypatch.setattr(exercises, "EXERCISES_DIR", shipped)
     monkeypatch.setattr(location, "EXERCISES_DIR", shipped)  # where each exercise finds its files

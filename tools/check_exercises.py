@@ -25,7 +25,7 @@ from pathlib import Path
 from grader import exercises
 from grader.exercises.stubs import BEGIN, expected_solution, make_stub
 from grader.verdict import TOPICS
-from grader.judge.declarations import declared_checks
+from grader.judging.declarations import declared_checks
 
 
 def static_problems(exercise) -> list[str]:

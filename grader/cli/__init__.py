@@ -41,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         return command("list")([])
     if argv[0] in COMMANDS:
         return command(argv[0])(argv[1:])
-    from .common import _exercise_choice
-    from .grading import _grade_parser, grade_command
+    from .common import exercise_choice
+    from .grading import grade_parser, grade_command
 
     if _mistyped_command(argv[0]):  # before the arguments meant for that command are refused
-        _exercise_choice(_grade_parser(), argv[0], commands=True)
+        exercise_choice(grade_parser(), argv[0], commands=True)
     return grade_command(argv)
 
 

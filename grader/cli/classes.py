@@ -11,7 +11,7 @@ from .. import exercises
 from ..integrations.class_report import plural
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
-from .common import (_exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
+from .common import (exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
                      shown)
 
 
@@ -55,7 +55,7 @@ def batch_command(argv: list[str]) -> int:
     add_settings_arguments(parser)
     add_visibility_argument(parser)
     args = parser.parse_args(argv)
-    exercise = _exercise_choice(parser, args.exercise)
+    exercise = exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
@@ -317,7 +317,7 @@ def course_command(argv: list[str]) -> int:
         parser.error("--exercises and --edition both choose the exercises: give one of them")
     chosen = list(tracks.get(args.edition).exercises) if args.edition else None
     if args.exercises:
-        chosen = list(dict.fromkeys(_exercise_choice(parser, name).id for name in args.exercises))
+        chosen = list(dict.fromkeys(exercise_choice(parser, name).id for name in args.exercises))
 
     from ..integrations.course import CourseError, update_course
 
@@ -364,7 +364,7 @@ def autograder_command(argv: list[str]) -> int:
                         help=f"memory limit of that process (default {autograder_zip.DEFAULT_MEMORY_MB})")
     parser.add_argument("--force", action="store_true", help="overwrite ZIP if it exists")
     args = parser.parse_args(argv)
-    exercise = _exercise_choice(parser, args.exercise)
+    exercise = exercise_choice(parser, args.exercise)
     if args.timeout < 1:
         parser.error(f"--timeout must be at least 1, got {args.timeout:g}")
     if args.memory < 512:

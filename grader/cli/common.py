@@ -31,7 +31,7 @@ def _did_you_mean(value: str, commands: bool) -> str:
     return f"\ndid you mean {' or '.join(shown)}?" if shown else ""
 
 
-def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
+def exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool = False):
     """An exercise by id, or by its number (3 for exercise3); a mistyped one gets the nearest
     name suggested (and, for ``grade NAME``, the nearest command)."""
     if value.isdigit():
@@ -47,7 +47,7 @@ def _exercise_choice(parser: argparse.ArgumentParser, value: str, commands: bool
     return exercises.get(value)
 
 
-def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
+def exercise_or_file(parser: argparse.ArgumentParser, value: str):
     """(exercise, path or None): `grade exercise3`, `grade 3`, or `grade exercises/exercise3.py` — a
     file named after its exercise, graded as --submission would."""
     import re
@@ -55,7 +55,7 @@ def _exercise_or_file(parser: argparse.ArgumentParser, value: str):
     path = Path(value)
     if value.isdigit() or value in exercises.EXERCISES or (path.suffix not in (".py", ".ipynb")
                                                            and not path.exists()):
-        return _exercise_choice(parser, value, commands=True), None
+        return exercise_choice(parser, value, commands=True), None
     named = sorted((i for i in exercises.EXERCISES if re.match(re.escape(i) + r"(?!\d)", path.stem)), key=len)
     if not named:
         parser.error(f"cannot tell which exercise {value} is: its name does not start with an exercise id. "

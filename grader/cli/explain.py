@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from .common import _exercise_choice, add_backend_argument, resolve_settings
+from .common import exercise_choice, add_backend_argument, resolve_settings
 from .grading import find_working_copy
 
 
@@ -47,7 +47,7 @@ def explain_command(argv: list[str]) -> int:
                         help="memory limit of the processes running the encoder (default 4096)")
     add_backend_argument(parser)
     args = parser.parse_args(argv)
-    exercise = _exercise_choice(parser, args.exercise)
+    exercise = exercise_choice(parser, args.exercise)
     if exercise.id not in EXPLAINABLE:
         parser.error(f"grade explain measures {', '.join(EXPLAINABLE)} only (the chapter's question "
                      f"about its two LayerNormalization layers), not {exercise.id}")

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import exercises
 from ..exercises import tracks
 from ..verdict import EXIT_ERROR
-from .common import _exercise_or_file, add_settings_arguments, add_visibility_argument, resolve_settings, say
+from .common import exercise_or_file, add_settings_arguments, add_visibility_argument, resolve_settings, say
 
 
 USAGE = """\
@@ -59,7 +59,7 @@ gradings (default ~/.cache/transformer-exercises/compiled; off keeps none).
 TF_CPP_MIN_LOG_LEVEL=3 keeps TensorFlow's C++ logs quiet."""
 
 
-def _grade_parser() -> argparse.ArgumentParser:
+def grade_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grade", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -94,9 +94,9 @@ def _grade_parser() -> argparse.ArgumentParser:
 
 
 def grade_command(argv: list[str]) -> int:
-    parser = _grade_parser()
+    parser = grade_parser()
     args = parser.parse_args(argv)
-    exercise, named = _exercise_or_file(parser, args.exercise)
+    exercise, named = exercise_or_file(parser, args.exercise)
     if named is not None:
         if args.submission is not None:
             parser.error(f"{args.exercise} is already a file to grade; leave out --submission")

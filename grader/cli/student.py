@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import exercises
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
-from .common import _exercise_choice, current_tracks, resolve_settings, say
+from .common import exercise_choice, current_tracks, resolve_settings, say
 from .grading import find_working_copy
 
 
@@ -165,7 +165,7 @@ def hint_command(argv: list[str]) -> int:
     parser.add_argument("--all", action="store_true", help="show every hint at once")
     parser.add_argument("--reset", action="store_true", help="start again from the first hint")
     args = parser.parse_args(argv)
-    exercise = _exercise_choice(parser, args.exercise)
+    exercise = exercise_choice(parser, args.exercise)
 
     from rich.console import Console
 

@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import re
 
-from .location import EXERCISES_DIR, INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT, SOLUTIONS_DIR
+from ..location import EXERCISES_DIR, INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT, SOLUTIONS_DIR
 from .spec import EDITIONS, Exercise, Notebook, WrittenAnswer
 
 __all__ = ["EXERCISES", "EXERCISES_DIR", "Exercise", "INSTALLED_FROM_WHEEL", "Notebook", "PACKAGE_DIR",

@@ -1,7 +1,7 @@
 """What a grading process may read of this installation: the grader's modules it runs, and nothing else.
 
-A grading process runs the probe (``grader.probe``), the protocol and the
-sandbox, the exercises' registry and each exercise's probe and job, and the
+A grading process runs its entry points and the probe (``grader.child``, ``grader.probe``), the
+protocol and the sandbox, the exercises' registry and each exercise's probe and job, and the
 submission. Those modules, found as the import closure of the modules a grading
 process starts from (``ENTRY_MODULES``, and the exercises' ``probe``, ``job``
 and ``spec`` modules the registry loads by name), are the allow-list: their
@@ -24,14 +24,14 @@ import os
 import sys
 from pathlib import Path
 
-from .location import INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT
+from ..location import INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT
 
 PACKAGE = "grader"
 DISTRIBUTION = "transformer_exercises"
 # Where a grading process starts: the fresh child, the batch worker and what it preloads, the fork
 # of a worker, and the experiments of ``grade explain``. The registry imports each exercise's spec,
 # job and probe by name (``EXERCISE_MODULES``).
-ENTRY_MODULES = ("grader.probe.__main__", "grader.probe.worker", "grader.probe.preload", "grader.probe.forked",
+ENTRY_MODULES = ("grader.child.__main__", "grader.child.worker", "grader.child.preload", "grader.child.forked",
                  "grader.explain.phases")
 EXERCISE_MODULES = ("spec", "job", "probe")
 

@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import location
+from .. import location
 
 
 @dataclass(frozen=True)

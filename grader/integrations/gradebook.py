@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import exercises
 from ..notebook import failure_traceback, printed, topic_report
-from ..judge.declarations import topic_points
+from ..judging.declarations import topic_points
 
 
 class CellCannotBeScored(Exception):

@@ -54,7 +54,7 @@ class Observed:
 
 def values(evidence) -> dict[str, np.ndarray]:
     """The parent's weight values (float64), by variable key."""
-    cache = _cache(evidence)
+    cache = judged_once(evidence)
     if "values" not in cache:
         cache["values"] = {str(k): np.asarray(v, dtype=np.float64)
                            for k, v in (evidence.job.get("values") or {}).items()}
@@ -64,7 +64,7 @@ def values(evidence) -> dict[str, np.ndarray]:
 def observed(evidence, phase: str, check_id: str, inputs: dict, masks: dict | None = None,
              values_override: dict | None = None) -> Observed:
     """The replay of the call observed in ``phase`` on the parent's ``inputs`` (cached)."""
-    cache = _cache(evidence)
+    cache = judged_once(evidence)
     key = ("observed", phase)
     if key not in cache:
         data = evidence.phase(phase, check_id)
@@ -96,7 +96,8 @@ def partial_trace(evidence, phase: str) -> list[dict]:
         return []
 
 
-def _cache(evidence) -> dict:
+def judged_once(evidence) -> dict:
+    """What the checks of one judgment computed from ``evidence`` and share (each check asks once)."""
     if not hasattr(evidence, "analysis_cache"):
         evidence.analysis_cache = {}
     return evidence.analysis_cache

@@ -139,7 +139,7 @@ def _first_match(combinations: list, arguments: dict, result: np.ndarray, width:
 def _value(expr, outputs, inputs, masks):
     if isinstance(expr, tuple):
         return expr[1]
-    return replay._evaluate(expr, outputs, inputs, masks)
+    return replay.evaluate(expr, outputs, inputs, masks)
 
 
 def _visible_keys(glue, arguments: dict, value_name: str, result: np.ndarray) -> np.ndarray | None:

@@ -92,8 +92,8 @@ class Program:
         outputs: dict = {"derived": self.derived}
         for step in self.steps:
             outputs[("step", step.index)] = _apply(
-                step, values, lambda _name, expr: _evaluate(expr, outputs, inputs, self.masks))
-        result = _evaluate(self.output, outputs, inputs, self.masks)
+                step, values, lambda _name, expr: evaluate(expr, outputs, inputs, self.masks))
+        result = evaluate(self.output, outputs, inputs, self.masks)
         return (result, outputs) if keep else result
 
     def of_kind(self, *kinds: str) -> list[Step]:
@@ -690,13 +690,14 @@ def _scale(value: np.ndarray, target: np.ndarray) -> float | None:
     return c if close(c * value, target) else None
 
 
-def _evaluate(expr: Expr, outputs: dict, inputs: dict, masks: dict):
+def evaluate(expr: Expr, outputs: dict, inputs: dict, masks: dict):
+    """The value of a recorded expression: its terms (inputs, derived expressions, masks) put together."""
     parts = []
     for kind, ref in expr.terms:
         if kind == "input":
             parts.append(inputs[ref])
         elif kind == "derived":
-            parts.append(_evaluate(outputs["derived"][ref], outputs, inputs, masks))
+            parts.append(evaluate(outputs["derived"][ref], outputs, inputs, masks))
         else:
             parts.append(outputs[(kind, ref)])
     total = parts[0] if len(parts) == 1 else budget.elementwise(ops.anp.add, parts[0], parts[1])

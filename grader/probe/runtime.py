@@ -1,8 +1,8 @@
 """What differs between the Keras backends in a grading process: import, threads, gradients.
 
 Keras 3 runs on TensorFlow, JAX or PyTorch, chosen by ``KERAS_BACKEND`` before
-``keras`` is first imported. The grading process (``grader.probe``) and the
-batch worker (``preload``) call ``select`` before anything imports Keras, then
+``keras`` is first imported. The grading process (``grader.child``) and the
+batch worker (``grader.child.preload``) call ``select`` before anything imports Keras, then
 ``start_runtime`` once it is imported: it imports the backend's own library,
 keeps its thread pools to one thread each, and says which versions ran. The
 probes ask this module, never a backend library, for what Keras's own API

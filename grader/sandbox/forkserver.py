@@ -1,8 +1,8 @@
 """The grader's side of its fork servers: start one, fork through it, replace it.
 
-Two servers share this: the batch worker (``grader.probe.worker``), which has
+Two servers share this: the batch worker (``grader.child.worker``), which has
 TensorFlow imported and forks one grading process per submission, and the
-judge server (``grader.judge.server``), which has NumPy, autograd, pytest and
+judge server (``grader.judging.server``), which has NumPy, autograd, pytest and
 the checks imported and forks one judge per submission. A server is started
 with one end of an anonymous socketpair and nothing else of the grader's: a
 minimal environment, stdio on /dev/null, its own session. Each fork is a
@@ -35,7 +35,7 @@ class WorkerFailed(LaunchFailed):
     """The worker did not start a grading: it is dead, stalled or answered nonsense."""
 
 
-GRADING_WORKER = "grader.probe.worker"
+GRADING_WORKER = "grader.child.worker"
 
 
 class Worker:

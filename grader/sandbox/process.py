@@ -288,12 +288,12 @@ class GradingProcess:
 
 
 class Child(GradingProcess):
-    """A grading in a fresh interpreter: ``python -I -m grader.probe`` is the keeper."""
+    """A grading in a fresh interpreter: ``python -I -m grader.child`` is the keeper."""
 
     def _launch(self, descriptors: list[int], environment: dict) -> int:
         stdin, stdout, stderr, evidence, control, status = descriptors
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "grader.probe", str(evidence), str(control), str(status)],
+            [sys.executable, "-I", "-m", "grader.child", str(evidence), str(control), str(status)],
             stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=(evidence, control, status),
             cwd=self._scratch, env=environment, start_new_session=True,
         )

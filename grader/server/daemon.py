@@ -5,7 +5,7 @@ It leaves its launcher at once (so it is no command's child), listens on ``SOCKE
 that it was started from another installation than a client's (``IDENTITY``). It holds, for each
 backend it was asked for, the batch's warm worker (``grader.workers.Workers``:
 TensorFlow and Keras imported once, a confined child forked per grading), and this process's
-judge server (``grader.judge.client``); ``BACKEND``'s worker starts importing at once.
+judge server (``grader.judging.client``); ``BACKEND``'s worker starts importing at once.
 
 One thread does everything: it accepts connections, refuses every one whose peer is not of the
 server's own user before reading a byte, reads the request, and moves each grading on through its
@@ -305,7 +305,7 @@ class Server:
             _answer(conn, {"ok": False, "error": f"no such request: {str(op)[:40]!r}"})
 
     def status(self) -> dict:
-        from ..judge.client import shared_judges_pid
+        from ..judging.client import shared_judges_pid
 
         roles = {os.getpid(): "server"}
         for name, workers in self._workers.items():
@@ -325,7 +325,7 @@ class Server:
                 "rss_kb": sum(entry["rss_kb"] for entry in memory)}
 
     def shutdown(self) -> None:
-        from ..judge.client import close_shared_judges
+        from ..judging.client import close_shared_judges
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # leaving already: a second signal must not cut it short
         signal.signal(signal.SIGINT, signal.SIG_IGN)

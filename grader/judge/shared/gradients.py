@@ -32,7 +32,7 @@ class GradientReport:
 
 
 def gradient_report(evidence, observed: analysis.Observed, forward: dict, loss_weights) -> GradientReport:
-    cache = analysis._cache(evidence)
+    cache = analysis.judged_once(evidence)
     if "gradient_report" not in cache:
         data = evidence.phase("gradients", "gradients.all_variables")
         keys = [str(k) for k in data.get("variables") or []]

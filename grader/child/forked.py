@@ -1,10 +1,10 @@
-"""A batch child: forked by the worker (``grader.probe.worker``), which has TensorFlow imported.
+"""A batch child: forked by the worker (``grader.child.worker``), which has TensorFlow imported.
 
 Before anything else it keeps only the six descriptors the grader sent for
 this grading (stdin with the job, stdout, stderr, evidence, control, status)
 and closes every other one, the worker's socket included; it replaces the
 worker's environment with the grading's own. Then it is the keeper of this
-grading, exactly as a fresh ``python -m grader.probe`` is (``__main__.start``).
+grading, exactly as a fresh ``python -m grader.child`` is (``__main__.start``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""The judge server: ``python -I -m grader.judge.server SOCKET_FD GRADER_PID``.
+"""The judge server: ``python -I -m grader.judging.server SOCKET_FD GRADER_PID``.
 
 It imports NumPy, autograd, pytest and every exercise's checks once, then forks
 one judge per request (the loop is the batch worker's, ``grader.sandbox.forkloop``).
 A request carries two descriptors, the read end of the judge's request pipe and
 the write end of its answer pipe, and the judge's limits. The judge keeps only
 those two, sets its limits (address space, CPU time), reads the request, judges
-it (``judging``), writes the answer and exits. The server keeps none of a
+it (``judgment``), writes the answer and exits. The server keeps none of a
 judge's descriptors, never waits on a judge, and dies with the grader.
 """
 
@@ -46,11 +46,12 @@ def preload() -> None:
             pass
 
     from .. import exercises
-    from . import evidence, plugin, reference, replay  # noqa: F401
+    from ..judge import evidence, reference, replay
+    from . import plugin  # noqa: F401
 
     for exercise in exercises.EXERCISES.values():
         importlib.import_module(exercise.checks_module)
-    from . import judging  # noqa: F401
+    from . import judgment  # noqa: F401
 
 
 def limits_of(request) -> dict:
@@ -69,7 +70,7 @@ def limits_of(request) -> dict:
 def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
     from ..sandbox.pipes import write_all
-    from .judging import judge_request
+    from .judgment import judge_request
     from .exchange import answer, encode
 
     request_fd, answer_fd = descriptors

@@ -1,7 +1,7 @@
 """The grader's side of judging: start a judge for one submission, wait for its answer, or end it.
 
 ``Judges`` holds the judge server (``grader.sandbox.forkserver.ForkServer`` running
-``grader.judge.server``), started once per grader process and replaced if it
+``grader.judging.server``), started once per grader process and replaced if it
 fails; ``Judges.start`` forks one judge and hands it its request. A ``JudgeRun``
 is waited for through a pidfd, like a grading process: ``ready()`` without
 blocking, ``wait()`` with the judge's wall-clock limit, after which the judge is
@@ -30,7 +30,7 @@ from . import exchange
 JUDGE_MEMORY_MB = 512
 JUDGE_PROCESSES = 8
 JUDGE_GRACE = 15.0  # seconds a judge gets beyond its checks' own time limit before it is killed
-SERVER_MODULE = "grader.judge.server"
+SERVER_MODULE = "grader.judging.server"
 # One thread for NumPy's BLAS: a judge computes on small arrays, and forks of a server whose BLAS
 # started a pool of threads would each inherit a pool that is not there.
 JUDGE_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

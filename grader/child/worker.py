@@ -1,6 +1,6 @@
 """The batch worker: a fork server of this package's own, with TensorFlow imported once.
 
-``python -I -m grader.probe.worker SOCKET_FD GRADER_PID``: its only channel is one end of
+``python -I -m grader.child.worker SOCKET_FD GRADER_PID``: its only channel is one end of
 an anonymous socketpair the grader created and it inherited; there is no named
 socket, no pipe of a helper and no resource tracker for a graded child to
 find. It imports TensorFlow and the probes (``preload``), says ``ready``, then

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ..verdict import CheckResult
-from . import budget
-from .framework import CheckFailed, Unavailable
+from ..judge import budget
+from ..judge.framework import CheckFailed, Unavailable
 
 INI = Path(__file__).with_name("pytest.ini")
 
@@ -90,7 +90,7 @@ class CheckCollector:
             self.watchdog.leave_check()
 
     def pytest_sessionstart(self, session):
-        from .framework import judging
+        from ..judge.framework import judging
 
         judging(self._evidence)
         if self.watchdog is not None:

@@ -15,7 +15,7 @@ from . import exchange
 
 def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_timeout: float) -> dict:
     """The answer (``exchange.answer``) for this evidence."""
-    from .evidence import Evidence
+    from ..judge.evidence import Evidence
     from .plugin import OUT_OF_MEMORY, ChecksOverran, Watchdog, run_checks
 
     exercise = exercises.get(exercise_id)

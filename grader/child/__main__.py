@@ -1,4 +1,4 @@
-"""Entry point of a grading child: ``python -I -m grader.probe EVIDENCE_FD CONTROL_FD STATUS_FD``.
+"""Entry point of a grading child: ``python -I -m grader.child EVIDENCE_FD CONTROL_FD STATUS_FD``.
 
 The process started this way is the keeper (``reaper.keep``): it reads the
 public part of the job (JSON) from stdin and runs the grading process in its
@@ -54,7 +54,7 @@ def _max_descriptor() -> int:
 def start(job: dict) -> None:
     """In the keeper, with descriptors settled and the job read: run the grading; never returns."""
     from ..sandbox import privileges, reaper
-    from .evidence_stream import EvidenceStream
+    from ..probe.evidence_stream import EvidenceStream
 
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -72,7 +72,7 @@ def start(job: dict) -> None:
 def run_job(job: dict, stream, setup: dict) -> None:
     """Every phase of one job, then leave the process (never returns)."""
     from ..sandbox.confine import confine
-    from .direct_calls import DirectCalls
+    from ..probe.direct_calls import DirectCalls
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
@@ -86,7 +86,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
         check_grader(job)  # the same package as the grader's, not another installation on the path
         started = time.perf_counter()
         warnings.simplefilter("default")
-        from . import runtime
+        from ..probe import runtime
 
         backend = job.get("backend", "tensorflow")
         runtime.select(backend)  # before Keras is imported (the batch worker imported it with the same)

@@ -1,4 +1,4 @@
-"""Imported once by the batch worker (``grader.probe.worker``) before it forks any child.
+"""Imported once by the batch worker (``grader.child.worker``) before it forks any child.
 
 It imports Keras on the backend the worker was started for (``KERAS_BACKEND``:
 TensorFlow, JAX or PyTorch, with the backend's library, and TensorFlow wherever
@@ -19,12 +19,12 @@ _null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 os.close(_null)
 try:
-    from . import runtime
+    from ..probe import runtime
 
     runtime.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
     from ..exercises import EXERCISES
     from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
-    from . import describe, evidence_stream, layer_phases, tracing  # noqa: F401
+    from ..probe import describe, evidence_stream, layer_phases, tracing  # noqa: F401
 
     for _exercise in EXERCISES.values():
         importlib.import_module(_exercise.probe_module)
