@@ -172,8 +172,11 @@ DEFAULT_TIER = "not slow"
 MAX_TEST_PROCESSES = 4  # each holds a grading worker and up to WARM_JOBS gradings in memory
 # Fixtures wider than one test that every test process may set up for itself, since what is costly in
 # them is shared between the processes of a run: the catalogue's gradings, each recorded by whichever
-# process claims it first and replayed by the others (tests/recorded.py's Claims and EvidenceCache).
-SHARED_BETWEEN_PROCESSES = frozenset({"tests.conftest.catalog_verdicts", "tests.conftest.catalog_requests"})
+# process claims it first and replayed by the others (tests/recorded.py's Claims and EvidenceCache); or
+# since a process's own copy costs less than running the tests that use it one after the other: a warm
+# worker of another backend, for that backend's catalogues.
+SHARED_BETWEEN_PROCESSES = frozenset({"tests.conftest.catalog_verdicts", "tests.conftest.catalog_requests",
+                                      "tests.test_backends.backend_workers"})
 
 
 def shared_units(items, apart=SHARED_BETWEEN_PROCESSES) -> dict[str, str]:

@@ -59,6 +59,20 @@ def outcome(verdict) -> tuple:
     return verdict.status, verdict.score, tuple((c.id, c.status) for c in verdict.checks)
 
 
+def golden_verdicts() -> dict:
+    """{(exercise, name): verdict} of the catalogue on TensorFlow, read from tests/golden/verdicts.json
+    (status, score, each check's id, status and message), for what ``outcome`` compares."""
+    from types import SimpleNamespace
+
+    from .test_golden_verdicts import GOLDEN
+
+    kept = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    return {tuple(key.split("/", 1)): SimpleNamespace(
+        status=entry["status"], score=entry["score"],
+        checks=[SimpleNamespace(id=check, status=status, message=message)
+                for check, status, _, message in entry["checks"]]) for key, entry in kept.items()}
+
+
 # ----------------------------------------------------------------------------- one CPU a JAX grading
 def test_a_jax_grading_takes_the_idlest_cpu_and_draws_among_equals():
     from grader.probe.runtime import idlest
@@ -233,11 +247,27 @@ def test_the_judge_and_the_comparison_import_no_backend():
 
 
 # ----------------------------------------------------------------------------- the catalogue on each backend
-def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 11) -> tuple[dict, dict]:
-    """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
-    ``backend``, forked from a warm worker that preloaded it (as grade batch grades a class)."""
+@pytest.fixture(scope="session")
+def backend_workers():
+    """{backend: Workers}: one warm worker per backend for a test process's catalogues (each test
+    process makes its own: tests/conftest.py's SHARED_BETWEEN_PROCESSES), started when first asked."""
     from grader.workers import Workers
 
+    started: dict = {}
+
+    def workers(backend: str) -> Workers:
+        if backend not in started:
+            started[backend] = Workers(backend=backend)
+        return started[backend]
+
+    yield workers
+    for running in started.values():
+        running.close()
+
+
+def _grade_catalogue(exercise_id: str, backend: str, folder: Path, workers, seed: int = 11) -> tuple[dict, dict]:
+    """({name: Verdict}, {name: source}) for an exercise's solution, mistakes and variants graded on
+    ``backend``, forked from ``workers``, a warm worker that preloaded it (as grade batch grades a class)."""
     mistakes, variants = catalog(exercise_id)
     sources = {"solution": exercises.get(exercise_id).solution.read_text(encoding="utf-8")}
     if EVERY_ENTRY:
@@ -249,13 +279,9 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 1
         path = folder / f"{name}.py"
         path.write_text(source, encoding="utf-8")
         names[path.resolve()] = name
-    workers = Workers(backend=backend)
-    try:
-        settings = Settings(seed=seed, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
-        verdicts = {names[path]: verdict for _, path, verdict in grade_pairs(
-            [(exercise_id, p) for p in names], settings, jobs=WARM_JOBS, runner=workers)}
-    finally:
-        workers.close()
+    settings = Settings(seed=seed, backend=backend, timeout=SLOW_BACKEND_TIMEOUT)
+    verdicts = {names[path]: verdict for _, path, verdict in grade_pairs(
+        [(exercise_id, p) for p in names], settings, jobs=WARM_JOBS, runner=workers)}
     return verdicts, sources
 
 
@@ -263,13 +289,15 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path, seed: int = 1
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
 def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path,
-                                                                                   catalog_verdicts, request):
-    """Same status, score and check results as on TensorFlow (the catalogue's own verdicts), with the
-    same seed; a layer that calls TensorFlow itself instead gets the one message that says so (and
-    what runs everywhere), never a traceback."""
-    on_tensorflow = {name: verdict for (graded, name), verdict in catalog_verdicts.items()
+                                                                                   backend_workers, request):
+    """Same status, score and check results as on TensorFlow (the catalogue's verdicts as the repository
+    keeps them, which tests/test_golden_verdicts.py holds equal to every run's), with the catalogue's
+    seed; a layer that calls TensorFlow itself instead gets the one message that says so (and what runs
+    everywhere), never a traceback."""
+    on_tensorflow = {name: verdict for (graded, name), verdict in golden_verdicts().items()
                      if graded == exercise_id and name != "stub"}
-    verdicts, sources = _grade_catalogue(exercise_id, backend, tmp_path / backend, request.config.catalog_seed)
+    verdicts, sources = _grade_catalogue(exercise_id, backend, tmp_path / backend, backend_workers(backend),
+                                         request.config.catalog_seed)
     assert set(verdicts) <= set(on_tensorflow) and "solution" in verdicts
     differing = {}
     for name, verdict in verdicts.items():
