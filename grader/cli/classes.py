@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from .. import exercises
@@ -15,7 +14,7 @@ from .common import (exercise_choice, add_settings_arguments, add_visibility_arg
                      shown)
 
 
-def batch_command(argv: list[str]) -> int:
+def batch_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grade batch",
         description="Grade every submission of an exercise under the paths given. In nbgrader's layout (a "
@@ -54,6 +53,11 @@ def batch_command(argv: list[str]) -> int:
                              "(1/3, 2/3, 3/3); grade merge joins the shares' results")
     add_settings_arguments(parser)
     add_visibility_argument(parser)
+    return parser
+
+
+def batch_command(argv: list[str]) -> int:
+    parser = batch_parser()
     args = parser.parse_args(argv)
     exercise = exercise_choice(parser, args.exercise)
     settings = resolve_settings(args, parser)
@@ -85,61 +89,28 @@ def batch_command(argv: list[str]) -> int:
         except (FileNotFoundError, LookupError) as exc:
             parser.error(f"--gradebook: {exc}")
 
-    from ..integrations.discovery import LayoutError, class_ids, cut, survey
-    from ..integrations.outputs import ResultsFolderError, StartedRun, earlier_part, finish_run, prepare_results_folder
-    from ..integrations.shards import manifest
+    from ..integrations import class_run
 
-    done, earlier = set(), None
     try:
-        whole = survey(paths, exercise.id)
-        planned = manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility)
-        if args.resume:
-            done, earlier = earlier_part(args.out, planned)
-        else:
-            prepare_results_folder(args.out, args.force)
-    except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
+        run = class_run.plan(exercise.id, paths, args.out, settings, shard, args.gradescope_visibility,
+                             resume=args.resume, force=args.force)
+    except class_run.PlanError as exc:
         parser.error(str(exc))
-    found = cut(whole, shard)
 
     from rich.console import Console
 
     console = Console()
-    for course, submitted in found.searched:
-        say(console, f"{course} is an nbgrader course: grading the {exercise.id} submissions in {submitted}.")
-    if found.skipped:
-        console.print(f"[yellow]Skipped {plural(len(found.skipped), 'path')} that are not {exercise.id} "
-                      "submissions (listed again at the end, and on the class page):[/yellow]")
-        for skipped in found.skipped:
-            say(console, f"  {skipped.path}: {skipped.why}")
-    if not whole.submissions and not whole.refused:
-        say(console, f"No {exercise.id} submission found under {', '.join(str(p) for p in paths)}.", "red")
+    if not show_survey(console, run, paths):
         return EXIT_ERROR
-    if shard != WHOLE:
-        say(console, f"Shard {shard}: {len(found.submissions) + len(found.refused)} of the class's "
-                     f"{plural(len(class_ids(whole)), 'submission')}.")
-    if args.resume and done:
-        found = dataclasses.replace(found, submissions=[s for s in found.submissions if s.id not in done],
-                                    refused=[s for s in found.refused if s.id not in done])
-        say(console, f"Resuming the run in {args.out}: {plural(len(done), 'submission')} graded there already, "
-                     f"{len(found.submissions) + len(found.refused)} to go.")
-    from ..integrations.platforms import gradescope_visibility
-
-    started = StartedRun.begin(args.out, planned, earlier)
-    with gradescope_visibility(args.gradescope_visibility):
-        settings = dataclasses.replace(settings, private=tuple(found.private()))
-        results = grade_found(exercise.id, found, args.out, settings, args.jobs, console, resume=args.resume,
-                              started=started)
+    results = graded_with_progress(run, args.jobs, console)
 
     from ..integrations.course import manual_note
     from ..report import batch_summary
 
-    sandboxes = [r.verdict.context.get("sandbox") for r in results]
-    finish_run(args.out, manifest(exercise.id, shard, class_ids(whole), settings, args.gradescope_visibility,
-                                  sandboxes, whole.skipped), started)
-    console.print(batch_summary(results, args.out.resolve(), whole.skipped))
-    if done:
-        say(console, f"Besides these, {plural(len(done), 'submission')} graded by the earlier part of the run: every "
-                     f"result is in {(args.out / 'summary.csv').resolve()}.")
+    console.print(batch_summary(results, args.out.resolve(), run.whole.skipped))
+    if run.done:
+        say(console, f"Besides these, {plural(len(run.done), 'submission')} graded by the earlier part of the run: "
+                     f"every result is in {(args.out / 'summary.csv').resolve()}.")
     say(console, f"The class at a glance: {(args.out / 'report.html').resolve()} (each student's own report in "
                  f"{(args.out / 'students').resolve()})")
     note = manual_note(exercise.id)
@@ -213,40 +184,52 @@ def class_report_command(argv: list[str]) -> int:
     return 0
 
 
-def grade_found(exercise_id: str, found, out: Path, settings, jobs, console, resume: bool = False,
-                started=None) -> list:
-    """Grade what ``survey`` found, with a progress bar; refused submissions become error rows.
-    ``resume`` adds them to the whole results already in ``out``; ``started``, the run's record."""
+def show_survey(console, run, paths) -> bool:
+    """Say what the run found and will grade; False when there is nothing to grade."""
+    from ..integrations.discovery import class_ids
+    from ..integrations.shards import WHOLE
+
+    exercise_id, whole, found, shard = run.exercise_id, run.whole, run.found, run.shard
+    for course, submitted in found.searched:
+        say(console, f"{course} is an nbgrader course: grading the {exercise_id} submissions in {submitted}.")
+    if found.skipped:
+        console.print(f"[yellow]Skipped {plural(len(found.skipped), 'path')} that are not {exercise_id} "
+                      "submissions (listed again at the end, and on the class page):[/yellow]")
+        for skipped in found.skipped:
+            say(console, f"  {skipped.path}: {skipped.why}")
+    if not whole.submissions and not whole.refused:
+        say(console, f"No {exercise_id} submission found under {', '.join(str(p) for p in paths)}.", "red")
+        return False
+    if shard != WHOLE:
+        say(console, f"Shard {shard}: {run.share} of the class's "
+                     f"{plural(len(class_ids(whole)), 'submission')}.")
+    if run.done:
+        say(console, f"Resuming the run in {run.out}: {plural(len(run.done), 'submission')} graded there already, "
+                     f"{run.to_grade} to go.")
+    return True
+
+
+def graded_with_progress(run, jobs, console) -> list:
+    """``class_run.grade`` with a progress bar: every row of the run, the refused ones first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..integrations.outputs import Outputs, refused_result, write_result
-    from ..integrations.batch import run_batch
+    from ..integrations import class_run
 
-    refused = [refused_result(exercise_id, submission) for submission in found.refused]
-    counts = {"passed": 0, "failed": 0, "error": len(refused)}
+    counts = {"passed": 0, "failed": 0, "error": 0}
 
     def describe() -> str:
         return (f"[green]{counts['passed']} passed[/green]  [red]{counts['failed']} failed[/red]  "
                 f"[magenta]{counts['error']} error[/magenta]")
 
-    graded: list = []
-    with Progress(TextColumn(f"Grading {exercise_id}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn(f"Grading {run.exercise_id}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task(describe(), total=len(found.submissions) + len(refused), completed=len(refused))
+        task = progress.add_task(describe(), total=run.to_grade)
 
         def advance(result):
             counts[result.verdict.status] = counts.get(result.verdict.status, 0) + 1
             progress.update(task, advance=1, description=describe())
 
-        try:
-            if found.submissions:
-                graded = run_batch(exercise_id, found.submissions, out, settings, jobs, on_result=advance,
-                                   resume=resume, started=started)
-        finally:  # the refused rows join the results folder, even after an interrupted run
-            with Outputs(out, append=resume or bool(found.submissions), started=started) as outputs:
-                for result in refused:
-                    write_result(outputs, result)
-    return refused + graded
+        return class_run.grade(run, jobs, on_result=advance)
 
 
 def store_in_gradebook(course: Path, exercise_id: str, results, console) -> int:
