@@ -35,8 +35,9 @@ TARGET_SECONDS = 8 * 60
 TIERS = {"default": [], "slow": ["-m", "slow"]}
 
 
-def timed(arguments: list[str], cache: Path | None) -> tuple[float, int, str, dict[str, float]]:
-    """(seconds, pytest's exit status, its last line, {file: seconds}) of one pytest run in the clone;
+def timed(arguments: list[str], cache: Path | None) -> tuple[float, int, str, dict[str, float], list[str]]:
+    """(seconds, pytest's exit status, its last line, {file: seconds}, the tests that did not pass) of one
+    pytest run in the clone;
     with ``cache``, pytest's cache and the catalogue's evidence are kept there, not in their usual places."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     if cache is not None:
@@ -49,8 +50,9 @@ def timed(arguments: list[str], cache: Path | None) -> tuple[float, int, str, di
                                  *arguments], cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - started
         files = file_times(report) if report.is_file() else {}
+        failed = failures(report) if report.is_file() else []
     lines = [line for line in result.stdout.splitlines() if line.strip()]
-    return seconds, result.returncode, lines[-1] if lines else result.stderr.strip()[-300:], files
+    return seconds, result.returncode, lines[-1] if lines else result.stderr.strip()[-300:], files, failed
 
 
 def file_times(report: Path) -> dict[str, float]:
@@ -62,15 +64,29 @@ def file_times(report: Path) -> dict[str, float]:
     return dict(times)
 
 
+def failures(report: Path) -> list[str]:
+    """The tests of a JUnit report that failed or errored, each with the first line of why."""
+    found = []
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        for outcome in ("failure", "error"):
+            element = case.find(outcome)
+            if element is not None:
+                why = (element.get("message") or "").strip().splitlines()
+                found.append(f"{case.get('classname')}::{case.get('name')} ({outcome}: {why[0][:160] if why else ''})")
+    return found
+
+
 def load() -> str:
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def report(name: str, arguments: list[str], cache: Path | None, slowest: int = 10) -> tuple[float, int]:
     before = load()
-    seconds, status, last, files = timed(arguments, cache)
+    seconds, status, last, files, failed = timed(arguments, cache)
     print(f"{name}: {seconds:7.1f} s  (exit {status}; load average {before} before, {load()} after)")
     print(f"    {last}")
+    for test in failed:
+        print(f"    did not pass: {test}")
     if files:  # the suite runs in several test processes (-n auto): these sum over them, beyond the wall time
         print("    the slowest files, test time summed over the test processes:")
     for file, spent in sorted(files.items(), key=lambda item: -item[1])[:slowest]:
