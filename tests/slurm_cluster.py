@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -149,7 +148,9 @@ def check_available() -> None:
     """Raise ``Unavailable`` where this machine cannot run the private cluster."""
     if os.geteuid() != 0:
         raise Unavailable("the private Slurm needs root (slurmd starts jobs as their user)")
-    missing = [name for name in (*DAEMONS, *COMMANDS) if shutil.which(name) is None]
+    from .system_packages import installed
+
+    missing = [name for name, path in installed(*DAEMONS, *COMMANDS).items() if path is None]
     if missing:
         raise Unavailable(f"no {', '.join(missing)} here: {INSTALL}")
 
