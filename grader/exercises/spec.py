@@ -48,12 +48,25 @@ class Notebook:
                 'print("The basic checks passed.")')
 
 
-# The editions of the book the exercises follow, each a track (``grader.exercises.tracks``): its name
-# (what ``grade init --edition`` takes) and the chapter its exercises follow. An exercise names its
-# edition and its place in it; adding a track is adding its exercises and one line here.
+@dataclass(frozen=True)
+class Edition:
+    """An edition of the book the exercises follow: the chapter, and what the report of its last
+    exercise says once it passes (``grader.exercises.tracks.next_step``; by default, that it was the
+    chapter's last)."""
+
+    chapter: str
+    closing: str = ""
+
+
+# The editions, each a track (``grader.exercises.tracks``) by its name (what ``grade init --edition``
+# takes). An exercise names its edition and its place in it; adding a track is adding its exercises
+# and one line here, and adding an exercise at a track's end changes no closing words.
 EDITIONS = {
-    "2": "Deep Learning with Python, 2nd edition, chapter 11",
-    "3": "Deep Learning with Python, 3rd edition, chapter 15",
+    "2": Edition("Deep Learning with Python, 2nd edition, chapter 11",
+                 closing=("That was the chapter's last exercise: you built the positional embedding, "
+                          "self-attention, the Transformer encoder and decoder, and a text classifier that keeps "
+                          "padding out of attention, trains and survives saving.")),
+    "3": Edition("Deep Learning with Python, 3rd edition, chapter 15"),
 }
 
 
@@ -92,9 +105,8 @@ class Exercise:
     # what the layer (or model) is made of, of PARTS: a message names only parts the exercise has
     parts: tuple[str, ...] = ()
     # what the report of a passing grading says (``grader.exercises.tracks.next_step``): a step to take
-    # before the track's next exercise, and the words that close the track after its last one
+    # before the track's next exercise (the words after its last are the edition's: EDITIONS)
     step_before_next: str = ""
-    closing: str = ""
 
     @property
     def class_name(self) -> str:

@@ -24,14 +24,15 @@ class Track:
     name: str  # what `grade init --edition NAME` takes
     chapter: str  # the book's chapter the exercises follow, as the report names it
     exercises: tuple[str, ...]  # ids, in the order a student does them
+    closing: str = ""  # what the report of its last exercise says once it passes (the edition's)
 
     def position(self, exercise_id: str) -> int:
         """1 for the track's first exercise, ...; what `grade N` means inside the track's workspace."""
         return self.exercises.index(exercise_id) + 1
 
 
-TRACKS = tuple(Track(name, chapter, tuple(e.id for e in EXERCISES.values() if e.edition == name))
-               for name, chapter in EDITIONS.items())
+TRACKS = tuple(Track(name, edition.chapter, tuple(e.id for e in EXERCISES.values() if e.edition == name),
+                     edition.closing) for name, edition in EDITIONS.items())
 DEFAULT = "2"  # the track of `grade init` without --edition, and of a folder that holds no exercise files
 
 
@@ -74,7 +75,7 @@ def next_step(exercise_id: str) -> str:
     exercise = EXERCISES[exercise_id]
     place = track.exercises.index(exercise_id)
     if place + 1 == len(track.exercises):
-        return exercise.closing or f"That was the last exercise of {track.chapter}."
+        return track.closing or f"That was the last exercise of {track.chapter}."
     following = EXERCISES[track.exercises[place + 1]]
     if exercise.step_before_next:
         return f"Next: {exercise.step_before_next}; then `grade {following.id}`."

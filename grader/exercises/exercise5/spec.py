@@ -14,9 +14,6 @@ EXERCISE = Exercise(
     position=5,
     parts=("embedding", "attention", "feed-forward", "norm", "residual", "pooling"),
     title="A text classifier",
-    closing=("That was the chapter's last exercise: you built the positional embedding, self-attention, the "
-             "Transformer encoder and decoder, and a text classifier that keeps padding out of attention, "
-             "trains and survives saving."),
     target="build_classifier",
     kind="function",
     prerequisites={
