@@ -291,7 +291,7 @@ def pytest_addoption(parser):
     group.addoption("--record-evidence", action="store_true",
                     help="grade every catalogued submission in a child again, replacing its recording")
     group.addoption("--update-golden", action="store_true",
-                    help="write the catalogue's verdicts into tests/golden/verdicts.json (review them with git diff)")
+                    help="write the catalogue's verdicts into tests/golden/<exercise>.json (review them with git diff)")
 
 
 def pytest_configure(config):

@@ -60,17 +60,18 @@ def outcome(verdict) -> tuple:
 
 
 def golden_verdicts() -> dict:
-    """{(exercise, name): verdict} of the catalogue on TensorFlow, read from tests/golden/verdicts.json
+    """{(exercise, name): verdict} of the catalogue on TensorFlow, read from tests/golden/<exercise>.json
     (status, score, each check's id, status and message), for what ``outcome`` compares."""
     from types import SimpleNamespace
 
-    from .test_golden_verdicts import GOLDEN
+    from .test_golden_verdicts import golden_file
 
-    kept = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    return {tuple(key.split("/", 1)): SimpleNamespace(
+    return {(exercise_id, name): SimpleNamespace(
         status=entry["status"], score=entry["score"],
         checks=[SimpleNamespace(id=check, status=status, message=message)
-                for check, status, _, message in entry["checks"]]) for key, entry in kept.items()}
+                for check, status, _, message in entry["checks"]])
+        for exercise_id in exercises.EXERCISES
+        for name, entry in json.loads(golden_file(exercise_id).read_text(encoding="utf-8")).items()}
 
 
 # ----------------------------------------------------------------------------- one CPU a JAX grading
@@ -291,7 +292,7 @@ def _grade_catalogue(exercise_id: str, backend: str, folder: Path, workers, seed
 def test_every_catalogued_submission_gets_the_tensorflow_verdict_on_every_backend(exercise_id, backend, tmp_path,
                                                                                    backend_workers, request):
     """Same status, score and check results as on TensorFlow (the catalogue's verdicts as the repository
-    keeps them, which tests/test_golden_verdicts.py holds equal to every run's), with the catalogue's
+    keeps them, tests/golden/, which tests/test_golden_verdicts.py holds equal to every run's), with the catalogue's
     seed; a layer that calls TensorFlow itself instead gets the one message that says so (and what runs
     everywhere), never a traceback."""
     on_tensorflow = {name: verdict for (graded, name), verdict in golden_verdicts().items()

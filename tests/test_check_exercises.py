@@ -46,6 +46,7 @@ def test_a_broken_exercise_is_told_what_is_wrong_and_where(copied):
     assert any("hint" in p and "names weights.three_norms, which is no check" in p for p in problems), problems
     assert any(p.endswith("exercise3.md is missing") for p in problems), problems
     assert any("catalog/exercise3.py is missing" in p for p in problems), problems
+    assert any("golden/exercise3.json is missing" in p for p in problems), problems
 
 
 def test_a_solution_without_markers_is_told(copied):
@@ -81,3 +82,50 @@ def test_a_solution_short_of_full_marks_and_a_stub_with_points_are_told(monkeypa
     problems = check_exercises.graded_problems([exercises.get("exercise2")])["exercise2"]
     assert problems == ["the solution earns 1/2 (not passed: api.output_shape)",
                         "the stub earns 1 point (api.constructor)"]
+
+
+def test_a_stale_course_notebook_is_told(monkeypatch, tmp_path):
+    import tools.generate
+
+    course = tmp_path / "course"  # the committed course, exercise 3's notebook missing from it
+    shutil.copytree(tools.generate.COURSE, course)
+    (course / "source" / "exercise3" / "exercise3.ipynb").unlink()
+    monkeypatch.setattr(tools.generate, "COURSE", course)
+    check_exercises._drifted_course.cache_clear()
+    try:
+        problems = check_exercises.static_problems(exercises.get("exercise3"))
+    finally:
+        check_exercises._drifted_course.cache_clear()
+    assert problems == [f"{course}/source/exercise3/exercise3.ipynb is not the course's notebook of the solution "
+                        "(run python -m tools.generate)"]
+
+
+SPEC = '''from ..spec import Exercise, Notebook
+
+EXERCISE = Exercise(id="{id}", position={position}, parts=("norm",), title="t", target="T",
+                    notebook=Notebook(visible_test=""))
+'''
+
+
+@pytest.mark.parametrize("position, init, says", [
+    (7, False, "has a spec.py but no __init__.py"),
+    (0, True, "position=0; an exercise declares its place"),
+    (3, True, "exercise3 has position 3 in edition 2's track already"),
+])
+def test_the_registry_refuses_a_folder_it_would_drop_or_misplace(tmp_path, monkeypatch, position, init, says):
+    """An exercise left out of the wheel (no __init__.py), or put first or beside another of its track
+    (a place missing or taken), is an error that says so, never a silent change of the chapter."""
+    import sys
+
+    folder = tmp_path / "exercise9"
+    folder.mkdir()
+    (folder / "spec.py").write_text(SPEC.format(id="exercise9", position=position), encoding="utf-8")
+    if init:
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.setattr(exercises, "__path__", [*exercises.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(ImportError, match=says):
+            exercises._discover()
+    finally:
+        for name in [n for n in sys.modules if n.startswith("grader.exercises.exercise9")]:
+            del sys.modules[name]

@@ -1,9 +1,9 @@
 """The catalogue's verdicts, kept in the repository: a change of any check's status, points or
 message, for any catalogued submission, shows as a diff to review.
 
-``tests/golden/verdicts.json`` holds, for every catalogued submission (each exercise's solution,
-stub, mistakes and variants), the status, the score, the error and each check's status, points
-and message. The catalogue is graded with a seed drawn for the run, and a message may quote the
+``tests/golden/<exercise>.json`` holds, for every catalogued submission of the exercise (its
+solution, stub, mistakes and variants), the status, the score, the error and each check's status,
+points and message: a file per exercise, so adding an exercise adds a file. The catalogue is graded with a seed drawn for the run, and a message may quote the
 numbers that seed drew, so every number in a text is kept as ``#``, and the folder the catalogue
 was written to as ``<catalog>``. ``pytest tests/test_golden_verdicts.py --update-golden`` writes
 the file anew from this run's verdicts.
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden_file(exercise_id: str) -> Path:
+    return GOLDEN / f"{exercise_id}.json"
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?(?![\w])", re.IGNORECASE)
 CATALOG_FOLDER = re.compile(r"\S*/catalog\d*(?=/)")
 # a mask picture's rows (its keys and queries: the padding the seed drew) and a tensor's values as the
@@ -59,16 +62,28 @@ def test_masking_keeps_the_words_and_leaves_out_the_numbers_and_the_folder():
 
 
 def test_every_catalogued_verdict_is_the_one_kept_in_the_repository(catalog_verdicts, request):
-    if os.environ.get("GRADE_CATALOG_ONLY"):
-        pytest.skip("GRADE_CATALOG_ONLY grades a part of the catalogue")
-    now = {f"{exercise}/{name}": golden_form(verdict) for (exercise, name), verdict in sorted(catalog_verdicts.items())}
-    text = json.dumps(now, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
-    if request.config.getoption("--update-golden"):
-        GOLDEN.write_text(text, encoding="utf-8")
-        return
-    assert GOLDEN.is_file(), f"{GOLDEN} is missing: pytest tests/test_golden_verdicts.py --update-golden writes it"
-    kept = GOLDEN.read_text(encoding="utf-8")
-    if kept != text:
-        diff = "".join(list(difflib.unified_diff(kept.splitlines(True), text.splitlines(True), "kept", "now"))[:200])
-        pytest.fail("the catalogue's verdicts changed; if the change is meant, run pytest "
-                    f"tests/test_golden_verdicts.py --update-golden and review git diff:\n{diff}", pytrace=False)
+    """Each exercise graded (all of them, or those of GRADE_CATALOG_ONLY) against its own file."""
+    graded: dict[str, dict] = {}
+    for (exercise, name), verdict in sorted(catalog_verdicts.items()):
+        graded.setdefault(exercise, {})[name] = golden_form(verdict)
+    changed = []
+    for exercise, now in graded.items():
+        path, text = golden_file(exercise), json.dumps(now, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+        if request.config.getoption("--update-golden"):
+            GOLDEN.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            continue
+        kept = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if kept != text:
+            changed.append("".join(list(difflib.unified_diff(kept.splitlines(True), text.splitlines(True),
+                                                             f"kept {path.name}", "now"))[:200]))
+    if changed:
+        pytest.fail("the catalogue's verdicts changed (or a new exercise has none kept yet); if the change is meant, "
+                    "run pytest tests/test_golden_verdicts.py --update-golden and review git diff:\n"
+                    + "\n".join(changed), pytrace=False)
+
+
+def test_every_kept_file_is_an_exercises():
+    from grader import exercises
+
+    assert sorted(path.stem for path in GOLDEN.glob("*.json")) == sorted(exercises.EXERCISES)

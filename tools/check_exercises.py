@@ -8,21 +8,28 @@ For each exercise: its folder holds a spec, a job, a probe and checks; the check
 known topics with ids of their own; the job's public part is plain data; the solution carries
 solution markers and the committed stub is the one generated from it; the instructions and hints
 read as the tools read them, and every check a hint names exists; the catalogue of mistakes and
-variants exists and loads; the notebook builds (its visible test compiles); then, graded through the
-batch's warm worker, the solution earns full marks and the stub earns none. Exit 1 when anything
-is wrong, with what and where.
+variants exists and loads, and its verdicts are kept (``tests/golden/<id>.json``); the notebook
+builds (its visible test compiles) and the committed course's copy of it is current; then, graded
+through the batch's warm worker, the solution earns full marks and the stub earns none. An exercise
+folder the registry refuses (a spec without an ``__init__.py``, a place in its track that is missing
+or taken) is reported before anything else. Exit 1 when anything is wrong, with what and where.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
-from grader import exercises
+try:
+    from grader import exercises
+except ImportError as refused:  # the registry refuses an exercise's folder: that is the one problem to say
+    sys.exit(f"the exercises' registry refuses an exercise: {refused}")
 from grader.exercises.stubs import BEGIN, expected_solution, make_stub
 from grader.verdict import TOPICS
 from grader.judging.declarations import declared_checks
@@ -102,6 +109,10 @@ def static_problems(exercise) -> list[str]:
                 problems.append(f"{catalogue} does not load ({type(exc).__name__}: {exc})")
             finally:
                 sys.path.remove(str(exercises.PROJECT_ROOT))
+        golden = exercises.PROJECT_ROOT / "tests" / "golden" / f"{exercise.id}.json"
+        if not golden.is_file():
+            problems.append(f"{golden} is missing: the catalogue's verdicts are kept for review (python -m pytest "
+                            "tests/test_golden_verdicts.py --update-golden writes it)")
     from grader.extras import missing_instructor_tools
 
     if missing_instructor_tools("") is None:
@@ -111,7 +122,19 @@ def static_problems(exercise) -> list[str]:
             build_notebook(exercise)
         except Exception as exc:
             problems.append(f"the nbgrader notebook cannot be built ({type(exc).__name__}: {exc})")
+        else:
+            if not exercises.INSTALLED_FROM_WHEEL:
+                problems += [f"{path} is not the course's notebook of the solution (run python -m tools.generate)"
+                             for path in _drifted_course() if f"{os.sep}{exercise.id}{os.sep}" in path]
     return problems
+
+
+@functools.lru_cache(maxsize=1)
+def _drifted_course() -> tuple[str, ...]:
+    """The committed nbgrader course's files (solutions/nbgrader) that differ from what is written now."""
+    from tools.generate import drifted_course
+
+    return tuple(drifted_course())
 
 
 def graded_problems(chosen: list) -> dict[str, list[str]]:

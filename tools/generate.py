@@ -20,6 +20,11 @@ from grader.exercises.stubs import expected_solution, make_stub
 COURSE = exercises.PROJECT_ROOT / "solutions" / "nbgrader"
 
 
+def drifted_course() -> list[str]:
+    """The committed course's files that are missing or differ from what is written now."""
+    return _course(check=True)
+
+
 def _course(check: bool) -> list[str]:
     """Keep the committed nbgrader course (solutions/nbgrader) equal to what
     ``grade nbgrader-course`` writes; return the drifted files when checking."""

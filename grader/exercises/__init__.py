@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 
 from ..location import EXERCISES_DIR, INSTALLED_FROM_WHEEL, PACKAGE_DIR, PROJECT_ROOT, SOLUTIONS_DIR
 from .spec import EDITIONS, Exercise, Notebook, WrittenAnswer
@@ -25,6 +26,11 @@ def _natural(name: str) -> list:
 
 def _discover() -> dict[str, Exercise]:
     found = {}
+    for folder in __path__:  # a folder with a spec but no __init__.py would be left out of every wheel
+        for spec_file in sorted(Path(folder).glob("*/spec.py")):
+            if not (spec_file.parent / "__init__.py").is_file():
+                raise ImportError(f"grader/exercises/{spec_file.parent.name} has a spec.py but no __init__.py: "
+                                  "an exercise's folder is a package")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: _natural(info.name)):
         if not info.ispkg:
             continue
@@ -42,6 +48,15 @@ def _discover() -> dict[str, Exercise]:
         if exercise.edition not in EDITIONS:
             raise ImportError(f"grader/exercises/{info.name}/spec.py names the edition {exercise.edition!r}; "
                               f"the editions are {', '.join(EDITIONS)} (grader/exercises/spec.py)")
+    places: dict = {}
+    for exercise in found.values():
+        if not isinstance(exercise.position, int) or exercise.position < 1:
+            raise ImportError(f"grader/exercises/{exercise.id}/spec.py: position={exercise.position!r}; an exercise "
+                              f"declares its place in edition {exercise.edition}'s track, 1 for the first")
+        other = places.setdefault((exercise.edition, exercise.position), exercise.id)
+        if other != exercise.id:
+            raise ImportError(f"grader/exercises/{exercise.id}/spec.py: {other} has position {exercise.position} "
+                              f"in edition {exercise.edition}'s track already")
     # edition by edition, each in the order a student does its exercises
     order = list(EDITIONS)
     return dict(sorted(found.items(), key=lambda item: (order.index(item[1].edition), item[1].position)))
