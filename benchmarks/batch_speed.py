@@ -5,13 +5,15 @@ course (the released notebook, its answer cell filled, in nbgrader's submitted/ 
 times, in one run on this machine:
   A. grade batch over the .py files (its default --jobs: twice the cores available);
   D. grade batch over the course's notebooks;
+  D1. grade batch over the first notebook alone (the batch's start and one grading);
   B. grade --submission on each .py file, one after the other, each a cold process (--no-server:
      TensorFlow imported for every file);
   W. the same through the warm grading server, as a student's `grade` runs by default (for
      information: one by one at the server's speed);
   C. nbgrader autograde of the same notebooks;
 and prints B/A (target at least 5), W/A, D/A (a notebook within 1.2x its .py) and C/D (target at
-least 20: the same notebooks), then one warm grading broken down into its parts (the parent's
+least 20: the same notebooks) and what each notebook after the first adds against nbgrader's time per
+notebook, then one warm grading broken down into its parts (the parent's
 start of it, the process's start and confinement, loading the submission, each probe phase, the
 judge, the results files), for a .py and for a notebook: the mean of a few gradings, each in its
 own forked child, after one that warms the worker.
@@ -19,7 +21,8 @@ own forked child, after one that warms the worker.
 Then grades --memory-count submissions (default 100) in this process with the batch API and reports
 the grading process's resident memory after the first ten and after the last: it should stay flat.
 
-    python benchmarks/batch_speed.py [--count 20] [--skip-nbgrader] [--memory-count 100] [--breakdown 5]
+    python benchmarks/batch_speed.py [--count 20] [--skip-nbgrader] [--skip-one-by-one] [--memory-count 100]
+                                     [--breakdown 5]
 
 --skip-nbgrader leaves out C and D (no nbgrader needed); the breakdown's notebook is then the
 course's source notebook.
@@ -104,6 +107,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20, help="number of submissions (default 20)")
     parser.add_argument("--skip-nbgrader", action="store_true", help="leave out the runs that need nbgrader")
+    parser.add_argument("--skip-one-by-one", action="store_true",
+                        help="leave out B and W (grading one by one): for a large --count")
     parser.add_argument("--memory-count", type=int, default=100, help="submissions for the memory run (0: skip)")
     parser.add_argument("--breakdown", type=int, default=5, metavar="N",
                         help="warm gradings averaged in the breakdown (0: skip)")
@@ -131,25 +136,36 @@ def main() -> int:
             notebooks = timed(grade + ["batch", str(course), "--exercise", "exercise3", "--out",
                                        str(work / "out-notebooks"), "--jobs", str(jobs)], work, env)
             print(f"D. grade batch, the same answers as notebooks:  {notebooks:.1f} s", flush=True)
+            alone = timed(grade + ["batch", str(course / "submitted" / "student00"), "--exercise", "exercise3",
+                                   "--out", str(work / "out-one"), "--jobs", str(jobs)], work, env)
+            print(f"D1. grade batch, the first notebook alone:      {alone:.1f} s", flush=True)
         paths = sorted(files.iterdir())
-        single = one_by_one(grade, paths, work, env, ("--no-server",))
-        print(f"B. grade --submission one by one, cold:         {single:.1f} s", flush=True)
-        served = one_by_one_served(grade, paths, work, env)
-        print(f"W. the same through the warm grading server:    {served:.1f} s", flush=True)
+        single = served = None
+        if not args.skip_one_by_one:
+            single = one_by_one(grade, paths, work, env, ("--no-server",))
+            print(f"B. grade --submission one by one, cold:         {single:.1f} s", flush=True)
+            served = one_by_one_served(grade, paths, work, env)
+            print(f"W. the same through the warm grading server:    {served:.1f} s", flush=True)
         autograde = None
         if notebook is not None:
             autograde = timed([sys.executable, "-m", "nbgrader", "autograde", "exercise3", "--create"], course, env)
             print(f"C. nbgrader autograde of the notebooks:          {autograde:.1f} s", flush=True)
 
         floor = floor_seconds()
-        print(f"\nspeed-up over one by one (B/A): {single / batch:.1f}x (target at least {TARGET:g}x) — "
-              f"{'met' if single / batch >= TARGET else 'NOT met'}")
+        if single is not None:
+            print(f"\nspeed-up over one by one (B/A): {single / batch:.1f}x (target at least {TARGET:g}x) — "
+                  f"{'met' if single / batch >= TARGET else 'NOT met'}")
         if notebooks is not None and autograde is not None:
             print(f"a notebook against its .py in a batch (D/A): {notebooks / batch:.2f}x (target at most "
                   f"{NOTEBOOK_TARGET:g}x) — {'met' if notebooks / batch <= NOTEBOOK_TARGET else 'NOT met'}")
             print(f"speed-up over nbgrader autograde on the same notebooks (C/D): {autograde / notebooks:.1f}x "
                   f"(target at least {NBGRADER_TARGET:g}x) — "
                   f"{'met' if autograde / notebooks >= NBGRADER_TARGET else 'NOT met'}")
+            if args.count > 1:  # what the batch's start costs once, and what each further notebook adds
+                added = (notebooks - alone) / (args.count - 1)
+                print(f"each notebook after the first adds {added:.2f} s to the batch against {autograde / args.count:.2f} s "
+                      f"under nbgrader ({autograde / args.count / added:.1f}x); the batch's start and its first "
+                      f"notebook take {alone:.1f} s")
         per_submission = batch * len(os.sched_getaffinity(0)) / args.count
         print(f"per-submission cost in batch: {per_submission:.2f} core-seconds; floor (the checks' own phases "
               f"in one child): {floor:.2f} s; overhead {per_submission - floor:.2f} s")
