@@ -9,7 +9,6 @@ repository, and editing nothing shared: its spec names its edition and its place
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 from pathlib import Path
 
@@ -26,27 +25,19 @@ def _natural(name: str) -> list:
 
 def _discover() -> dict[str, Exercise]:
     found = {}
-    for folder in __path__:  # a folder with a spec but no __init__.py would be left out of every wheel
-        for spec_file in sorted(Path(folder).glob("*/spec.py")):
-            if not (spec_file.parent / "__init__.py").is_file():
-                raise ImportError(f"grader/exercises/{spec_file.parent.name} has a spec.py but no __init__.py: "
-                                  "an exercise's folder is a package")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: _natural(info.name)):
-        if not info.ispkg:
-            continue
-        try:
-            spec = importlib.import_module(f"{__name__}.{info.name}.spec")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{info.name}.spec":
-                continue  # a folder of something else
-            raise
-        exercise = spec.EXERCISE
-        if exercise.id != info.name:
-            raise ImportError(f"grader/exercises/{info.name}/spec.py declares the exercise {exercise.id!r}: "
+    folders = sorted({spec.parent for folder in __path__ for spec in Path(folder).glob("*/spec.py")},
+                     key=lambda folder: _natural(folder.name))
+    for folder in folders:
+        if not (folder / "__init__.py").is_file():  # the wheel would leave the exercise out
+            raise ImportError(f"grader/exercises/{folder.name} has a spec.py but no __init__.py: "
+                              "an exercise's folder is a package")
+        exercise = importlib.import_module(f"{__name__}.{folder.name}.spec").EXERCISE
+        if exercise.id != folder.name:
+            raise ImportError(f"grader/exercises/{folder.name}/spec.py declares the exercise {exercise.id!r}: "
                               f"an exercise's id is its folder's name")
         found[exercise.id] = exercise
         if exercise.edition not in EDITIONS:
-            raise ImportError(f"grader/exercises/{info.name}/spec.py names the edition {exercise.edition!r}; "
+            raise ImportError(f"grader/exercises/{folder.name}/spec.py names the edition {exercise.edition!r}; "
                               f"the editions are {', '.join(EDITIONS)} (grader/exercises/spec.py)")
     places: dict = {}
     for exercise in found.values():
