@@ -39,9 +39,14 @@ class ClassRun:
     whole: Discovery  # the whole class the paths hold
     found: Discovery  # what this run grades: its share, less what an earlier part graded
     planned: dict  # the run's record, as it starts
-    share: int  # submissions in this run's share of the class, those an earlier part graded included
     done: set[str] = field(default_factory=set)  # graded by the earlier part of a resumed run
     earlier: dict | None = None  # that part's record
+
+    @property
+    def share(self) -> int:
+        """Submissions in this run's share of the class, those an earlier part graded included."""
+        mine = cut(self.whole, self.shard)
+        return len(mine.submissions) + len(mine.refused)
 
     @property
     def to_grade(self) -> int:
@@ -63,11 +68,10 @@ def plan(exercise_id: str, paths: list[Path], out: Path, settings: Settings, sha
     except (FileNotFoundError, LayoutError, ResultsFolderError) as exc:
         raise PlanError(str(exc)) from None
     found = cut(whole, shard)
-    share = len(found.submissions) + len(found.refused)
     if resume and done:
         found = dataclasses.replace(found, submissions=[s for s in found.submissions if s.id not in done],
                                     refused=[s for s in found.refused if s.id not in done])
-    return ClassRun(exercise_id, out, settings, shard, visibility, resume, whole, found, planned, share, done, earlier)
+    return ClassRun(exercise_id, out, settings, shard, visibility, resume, whole, found, planned, done, earlier)
 
 
 def grade(run: ClassRun, jobs: int | None = None, on_result=None) -> list[Result]:
