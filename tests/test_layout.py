@@ -14,6 +14,7 @@ exercise's ``checks_module``/``probe_module``), never by importing anything.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -39,10 +40,16 @@ def _modules() -> dict[str, tuple[Path, bool]]:
 MODULES = _modules()
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every rule that reads it."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(name: str) -> set[str]:
     path, is_package = MODULES[name]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -66,7 +73,7 @@ def _relative_imports_outside(name: str) -> list[str]:
     or name nothing in it: Python only finds them out when the import runs."""
     path, is_package = MODULES[name]
     wrong = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = name.split(".")[: None if is_package else -1]
             if node.level - 1 >= len(base):
@@ -93,7 +100,7 @@ def _job_probes() -> set[str]:
     """The probe modules jobs are given (``child_job(..., probe="...")`` anywhere in the package)."""
     found = set()
     for path, _ in MODULES.values():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "child_job":
                 for keyword in node.keywords:
                     if keyword.arg == "probe":
@@ -259,7 +266,7 @@ def _private_uses(name: str) -> list[str]:
     """Where a module takes another module's private name (``from .x import _y``, or ``x._y`` of a
     grader module it imported): a name with a leading underscore is its own module's business."""
     path, is_package = MODULES[name]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     modules, found = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("grader")):
