@@ -119,6 +119,49 @@ def test_tensorflow_starts_without_importing_jax_and_a_submission_may_import_it_
     assert shown.stdout.split()[-2:] == ["False", "ArrayImpl"], shown.stderr[-2000:]
 
 
+COLLECTOR = """
+import gc, sys
+
+class Watch:  # notes, for each module of Keras and TensorFlow imported, whether the collector was on
+    seen = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("keras", "tensorflow"):
+            self.seen.append(gc.isenabled())
+
+sys.meta_path.insert(0, Watch())
+from grader.probe import runtime
+{state}
+{start}
+print(len(Watch.seen) > 100, any(Watch.seen), gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize("start", ["import grader.child.preload",
+                                   "runtime.select('tensorflow'); runtime.import_libraries('tensorflow')"])
+@pytest.mark.parametrize("state", ["", "gc.disable()"])
+def test_a_start_imports_with_the_collector_off_and_leaves_it_as_it_was(start, state):
+    """A worker (preload) and a grading process import Keras and TensorFlow with the garbage collector
+    off (the imports make hundreds of thousands of objects and next to no garbage); the collector is
+    then as the process had it: on, or still off where the process had turned it off."""
+    shown = subprocess.run([sys.executable, "-c", COLLECTOR.format(state=state, start=start)],
+                           env={**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"},
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.split()[-3:] == ["True", "False", str(not state)], shown.stderr[-2000:]
+
+
+def test_a_start_whose_import_fails_leaves_the_garbage_collector_on(monkeypatch):
+    import gc
+
+    from grader.probe import runtime
+
+    monkeypatch.setitem(sys.modules, "keras", None)  # the import raises at once
+    assert gc.isenabled()
+    with pytest.raises(ImportError):
+        runtime.import_libraries("tensorflow")
+    assert gc.isenabled()
+
+
 # ----------------------------------------------------------------------------- settings and naming
 def test_backend_setting_from_flag_environment_and_default():
     assert backends.resolve(None, {}) == "tensorflow"

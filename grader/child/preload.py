@@ -8,8 +8,13 @@ operation of the backend: the runtime (its thread pools, JAX's CPU client,
 PyTorch's pools) is created fresh in each child, after the fork. A worker serves
 gradings of its own backend only (the child refuses another). The backend's
 start-up messages of the worker itself are dropped.
+
+The garbage collector is paused while it imports (``runtime.import_libraries``
+says why); the worker's loop then freezes what it imported
+(``grader.sandbox.forkloop``).
 """
 
+import gc
 import importlib
 import os
 
@@ -18,6 +23,8 @@ _saved_stderr = os.dup(2)
 _null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 os.close(_null)
+_collecting = gc.isenabled()
+gc.disable()
 try:
     from ..probe import runtime
 
@@ -31,3 +38,5 @@ try:
 finally:
     os.dup2(_saved_stderr, 2)
     os.close(_saved_stderr)
+    if _collecting:
+        gc.enable()
