@@ -16,7 +16,8 @@ least 20: the same notebooks) and what each notebook after the first adds agains
 notebook, then one warm grading broken down into its parts (the parent's
 start of it, the process's start and confinement, loading the submission, each probe phase, the
 judge, the results files), for a .py and for a notebook: the mean of a few gradings, each in its
-own forked child, after one that warms the worker.
+own forked child, after one that warms the worker; and what the worker's import of Keras and
+TensorFlow takes, with the modules that take longest of their own.
 
 Then grades --memory-count submissions (default 100) in this process with the batch API and reports
 the grading process's resident memory after the first ten and after the last: it should stay flat.
@@ -82,6 +83,25 @@ def one_by_one_served(grade: list[str], paths: list[Path], work: Path, env: dict
         return one_by_one(grade, paths, work, env)
     finally:
         subprocess.run(grade + ["server", "stop"], cwd=work, env=env, capture_output=True)
+
+
+def worker_imports(env: dict, top: int = 6) -> None:
+    """Print what the worker's import of Keras and TensorFlow (``runtime.preload``) takes, timed by
+    Python's ``-X importtime``, and the modules that take longest of their own: a dependency whose
+    import became slow shows here (ml_dtypes 0.7.0 took half a second)."""
+    started = time.perf_counter()
+    shown = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                            "from grader.probe import runtime; runtime.preload('tensorflow')"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - started
+    own = []
+    for line in shown.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if line.startswith("import time:") and len(parts) == 3 and parts[0].strip().isdigit():
+            own.append((int(parts[0]) / 1e6, parts[2].strip()))
+    heaviest = ", ".join(f"{name} {took:.2f} s" for took, name in sorted(own, reverse=True)[:top])
+    print(f"\nthe worker's import of Keras and TensorFlow: {seconds:.2f} s (the process's start included); "
+          f"longest of their own: {heaviest}")
 
 
 def floor_seconds() -> float:
@@ -179,6 +199,7 @@ def main() -> int:
             source.write_text(SOLUTION, encoding="utf-8")
             show_breakdown({".py file": breakdown(source, args.breakdown, work),
                             "notebook": breakdown(notebook, args.breakdown, work)})
+        worker_imports(env)
         if args.memory_count:
             memory_run(work, args.memory_count, jobs)
     finally:
