@@ -86,22 +86,23 @@ def one_by_one_served(grade: list[str], paths: list[Path], work: Path, env: dict
 
 
 def worker_imports(env: dict, top: int = 6) -> None:
-    """Print what the worker's import of Keras and TensorFlow (``runtime.preload``) takes, timed by
-    Python's ``-X importtime``, and the modules that take longest of their own: a dependency whose
-    import became slow shows here (ml_dtypes 0.7.0 took half a second)."""
-    started = time.perf_counter()
-    shown = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                            "from grader.probe import runtime; runtime.preload('tensorflow')"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    seconds = time.perf_counter() - started
+    """Print what the worker's import of Keras and TensorFlow (``runtime.preload``) takes, and the
+    modules that take longest of their own (timed apart, by Python's ``-X importtime``, which slows
+    the import down): a dependency whose import became slow shows here (ml_dtypes 0.7.0 took half a
+    second)."""
+    code = ("import time; started = time.perf_counter(); from grader.probe import runtime; "
+            "runtime.preload('tensorflow'); print(time.perf_counter() - started)")
+    seconds = float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                                   check=True).stdout.split()[-1])
+    shown = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=ROOT, env=env,
+                           capture_output=True, text=True, check=True)
     own = []
     for line in shown.stderr.splitlines():
         parts = line.removeprefix("import time:").split("|")
         if line.startswith("import time:") and len(parts) == 3 and parts[0].strip().isdigit():
             own.append((int(parts[0]) / 1e6, parts[2].strip()))
     heaviest = ", ".join(f"{name} {took:.2f} s" for took, name in sorted(own, reverse=True)[:top])
-    print(f"\nthe worker's import of Keras and TensorFlow: {seconds:.2f} s (the process's start included); "
-          f"longest of their own: {heaviest}")
+    print(f"\nthe worker's import of Keras and TensorFlow: {seconds:.2f} s; longest of their own: {heaviest}")
 
 
 def floor_seconds() -> float:
