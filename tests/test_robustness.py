@@ -283,6 +283,32 @@ def test_the_watchdog_stops_endless_checks_and_leaves_nothing_behind(tmp_path):
     assert [(r.id, r.status) for r in results] == [("c.fine", "passed")]
 
 
+UNDER_A_PROFILER = """
+import sys
+from pathlib import Path
+from grader.judging.plugin import Watchdog, run_checks
+
+sys.setprofile(lambda *_: None)  # as a profiler, pdb or coverage would
+results = run_checks(Path(sys.argv[1]), "evidence", Watchdog(60))
+sys.setprofile(None)
+print([(r.id, r.status) for r in results])
+"""
+
+
+def test_checks_judged_under_a_profiler_or_a_debugger_finish(tmp_path):
+    """The watchdog drops a time limit it raised only when it raised one: on Python 3.11, dropping
+    one where none is pending left the checks' thread, under a profiler or a debugger, unable to leave
+    the watchdog's lock, so a developer's judge under cProfile or pdb never finished."""
+    import subprocess
+    import sys
+
+    fine = tmp_path / "fine.py"
+    fine.write_text(FINE, encoding="utf-8")
+    shown = subprocess.run([sys.executable, "-c", UNDER_A_PROFILER, str(fine)], capture_output=True, text=True,
+                           timeout=300)
+    assert shown.stdout.strip() == "[('c.fine', 'passed')]", shown.stderr[-2000:]
+
+
 NOISY = """
 import logging, sys, warnings
 import pytest

@@ -185,6 +185,7 @@ class Watchdog:
         self._deadline: float | None = None
         self._done = False
         self._inside = False
+        self._raised = False  # a _TimeLimit raised in the checks' thread since it last left a check
         self._target: int | None = None
         self._thread: threading.Thread | None = None
         self._condition = threading.Condition()
@@ -223,7 +224,9 @@ class Watchdog:
             try:
                 with self._condition:
                     self._inside = False
-                    _raise_in(self._target, None)  # drop one raised but not yet delivered
+                    if self._raised:  # drop one raised but not yet delivered
+                        self._raised = False
+                        _raise_in(self._target, None)
                 return
             except _TimeLimit:
                 continue
@@ -240,10 +243,14 @@ class Watchdog:
                     self.session.shouldstop = "the checks ran out of time"
                 if self._inside:
                     _raise_in(self._target, _TimeLimit)
+                    self._raised = True
                 self._condition.wait(self.RETRY)
 
 
 def _raise_in(thread_id: int, exception) -> None:
+    """Raise ``exception`` in the thread, or with None drop one pending there. Called only when one
+    may be pending: on Python 3.11, dropping leaves the thread's interpreter loop signalled, and
+    under a profiler or a debugger (pdb, coverage) the thread then never leaves the lock it holds."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
                                                ctypes.py_object(exception) if exception is not None else None)
 
