@@ -14,7 +14,7 @@ from pathlib import Path
 from .sandbox import confinement
 from . import compiled as compiled_operations, exercises
 from .exercises.reads import policy as grading_reads
-from . import ungradable
+from . import ahead, ungradable
 from .sandbox.evidence import ChildRun
 from .sandbox.process import Child
 from .submission import Source, SubmissionError, read_submission
@@ -104,6 +104,7 @@ class Grading:
                                         private=[*settings.private, str(self.path.parent)],
                                         backend=settings.backend, compiled=compiled)
             self._judges()  # the judge server starts while the child imports TensorFlow
+            ahead.start(self.exercise)  # and what this process judges and reports with is imported
             self.child = runner(self.job, source, settings.timeout, settings.memory_mb, respond=self._respond)
         except Exception as exc:  # the grader's own failure, or the machine's: never the student's
             self.early_error = (f"The submission could not be graded: the grader could not start the grading "
@@ -219,6 +220,7 @@ class Grading:
             self._verdict = error_verdict(exercise.id, path, self.early_error, max_points(exercise.id), self.context)
             return
         run = self.child.wait()
+        ahead.wait()
         if run.protocol_error:  # an untrusted run shows the checks no evidence at all
             run = ChildRun(timed_out=run.timed_out, startup_timed_out=run.startup_timed_out,
                            returncode=run.returncode, signal_name=run.signal_name, seconds=run.seconds,

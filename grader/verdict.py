@@ -6,6 +6,7 @@ statuses, topics and exit codes here are stable.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # The form of the JSON verdict (``Verdict.to_json``): a field added keeps it, a field changed or
@@ -80,6 +81,14 @@ def summarise(exercise: str, submission: str, checks: list[CheckResult], context
 def error_verdict(exercise: str, submission: str, message: str, max_score: float, context: dict) -> Verdict:
     """A submission that could not be graded at all (exit code 2)."""
     return Verdict(exercise, submission, "error", 0.0, max_score, message, [], context)
+
+
+def cause_of(status: str, message: str, check_id: str) -> str | None:
+    """The check a skipped one points to ("... (see check api.output_shape)."), if any."""
+    if status != "skipped":
+        return None
+    found = re.search(r"\(see (?:check )?([a-z]+\.[a-z_]+)\)\.?\s*$", message)
+    return found.group(1) if found and found.group(1) != check_id else None
 
 
 def to_record(verdict: Verdict) -> dict:

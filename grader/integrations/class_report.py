@@ -48,7 +48,7 @@ STUDENTS_FOLDER = "students"
 
 def cause_of(check: dict) -> str | None:
     """The check whose failure kept this one from running, as the JSON verdict says it."""
-    from ..judging.plugin import cause_of as pointed_to
+    from ..verdict import cause_of as pointed_to
 
     return pointed_to(check.get("status", ""), str(check.get("message", "")), str(check.get("id", "")))
 
@@ -64,7 +64,7 @@ def _number(value) -> float:
 def verdict_of(record: dict) -> Verdict:
     """A line of verdicts.jsonl as the Verdict the student's report was drawn from (the check a
     skipped one points to read back from its message, as the judge set it)."""
-    from ..judging.plugin import cause_of as pointed_to
+    from ..verdict import cause_of as pointed_to
 
     checks = []
     for check in record.get("checks") or []:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..api import max_points
 from ..verdict import error_verdict
+from .course import manual_points
 from .discovery import Submission
 from .results import MANIFEST, STARTED, cell, printable, replace_file
 
@@ -242,7 +243,6 @@ class Outputs:
         """Add one result's row, or nothing at all: everything that can fail (the text of the row
         and the Gradescope file) comes before the row is written."""
         from .. import __version__
-        from .course import manual_points
 
         verdict = result.verdict
         manual = manual_points(verdict.exercise)

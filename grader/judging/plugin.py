@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ..verdict import CheckResult
+from ..verdict import CheckResult, cause_of
 from ..judge import budget
 from ..judge.framework import CheckFailed, Unavailable
 
@@ -99,16 +99,6 @@ class CheckCollector:
     def pytest_collectreport(self, report):
         if report.failed:
             self.collection_errors.append(str(report.longrepr))
-
-
-def cause_of(status: str, message: str, check_id: str) -> str | None:
-    """The check a skipped one points to ("... (see check api.output_shape)."), if any."""
-    import re
-
-    if status != "skipped":
-        return None
-    found = re.search(r"\(see (?:check )?([a-z]+\.[a-z_]+)\)\.?\s*$", message)
-    return found.group(1) if found and found.group(1) != check_id else None
 
 
 def follow_causes(results: list[CheckResult]) -> list[CheckResult]:
