@@ -288,6 +288,9 @@ def full_attention_mask(mask, batch: int, queries: int, keys: int, causal: bool 
     return full
 
 
+OUTPUT_LETTERS = "efgh"  # the axes of an attention's output projection, after (batch, positions)
+
+
 def attention(query, value, key, params: dict, mask=None, causal: bool = False, zero_masked: bool = False):
     """Keras's MultiHeadAttention on (B, T, E) query and (B, S, E) value/key.
 
@@ -304,13 +307,19 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
     _shape_of("key kernel", params["key_kernel"], (np.shape(key)[-1], heads, key_width))
     value_width = np.shape(params["value_kernel"])[2]
     _shape_of("value kernel", params["value_kernel"], (np.shape(value)[-1], heads, value_width))
-    _shape_of("output kernel", params["output_kernel"], (heads, value_width, None))
+    # the output projection maps each position's heads to the layer's output shape: the query's width,
+    # or the ``output_shape`` given (a width, or several axes)
+    output_axes = np.ndim(params["output_kernel"]) - 2
+    if not 1 <= output_axes <= len(OUTPUT_LETTERS):
+        raise budget.ReplayFailed(f"its output kernel has the shape {np.shape(params['output_kernel'])}, not "
+                                  f"(heads, width, output axes) with 1 to {len(OUTPUT_LETTERS)} output axes")
+    _shape_of("output kernel", params["output_kernel"], (heads, value_width, *[None] * output_axes))
     widths = {"query": key_width, "key": key_width, "value": value_width}
     for role, width in widths.items():
         if params.get(f"{role}_bias") is not None:
             _shape_of(f"{role} bias", params[f"{role}_bias"], (heads, width))
     if params.get("output_bias") is not None:
-        _shape_of("output bias", params["output_bias"], (np.shape(params["output_kernel"])[2],))
+        _shape_of("output bias", params["output_bias"], tuple(np.shape(params["output_kernel"])[2:]))
 
     def project(x, role):
         y = einsum("bse,enk->bsnk", x, params[f"{role}_kernel"])
@@ -328,7 +337,8 @@ def attention(query, value, key, params: dict, mask=None, causal: bool = False, 
     if full is not None and zero_masked:
         weights = anp.where(full, weights, 0.0)
     context = einsum("bnts,bsnv->btnv", weights, v)
-    out = einsum("btnv,nve->bte", context, params["output_kernel"])
+    letters = OUTPUT_LETTERS[:output_axes]
+    out = einsum(f"btnv,nv{letters}->bt{letters}", context, params["output_kernel"])
     bias = params.get("output_bias")
     return out if bias is None else out + bias
 

@@ -158,8 +158,6 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
             unsupported.append("a gate")
         if getattr(layer, "_attention_axes", None) not in (None, (1,), [1]):
             unsupported.append("custom attention axes")
-        if getattr(layer, "_output_shape", None):
-            unsupported.append("a custom output shape")
         if unsupported:
             c["unsupported"] = ", ".join(unsupported)
         c["zero_masked"] = bool(float(getattr(layer, "_dropout", 0.0) or 0.0) > 0.0

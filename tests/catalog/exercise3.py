@@ -224,6 +224,12 @@ class TiedNorm(_keras.layers.LayerNormalization):
 
 VARIANTS = [
     Variant(
+        # the output projection's width given, as the query's width it has anyway
+        "attention_output_shape_given",
+        edit(("num_heads=num_heads, key_dim=embed_dim\n",
+              "num_heads=num_heads, key_dim=embed_dim, output_shape=embed_dim\n")),
+    ),
+    Variant(
         "book_code_with_tf_newaxis",
         edit(
             ("mask = keras.ops.expand_dims(mask, axis=1)", "mask = mask[:, tf.newaxis, :]"),

@@ -119,6 +119,18 @@ USE_CAUSAL_MASK = (
 
 VARIANTS = [
     Variant(
+        # both attentions' output width given (as a shape), the width they have anyway
+        "attention_output_shapes_given",
+        edit(
+            ("self.attention_1 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)",
+             "self.attention_1 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim, "
+             "output_shape=(embed_dim,))"),
+            ("self.attention_2 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)",
+             "self.attention_2 = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim, "
+             "output_shape=embed_dim)"),
+        ),
+    ),
+    Variant(
         "use_causal_mask_argument",
         edit(
             *USE_CAUSAL_MASK,
