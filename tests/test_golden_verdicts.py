@@ -87,3 +87,43 @@ def test_every_kept_file_is_an_exercises():
     from grader import exercises
 
     assert sorted(path.stem for path in GOLDEN.glob("*.json")) == sorted(exercises.EXERCISES)
+
+
+def test_every_kept_message_and_check_title_names_the_sizes_as_the_exercises_constructor_does():
+    """An exercise whose constructor names its sizes otherwise than the roles the shared checks know
+    them by (the third edition's hidden_dim for embed_dim, intermediate_dim for dense_dim) is told
+    about them in its own names: in every check's title and in every kept message of its catalogue."""
+    from grader import exercises
+    from grader.judge.advice import argument_names
+    from grader.judging.declarations import declared_checks
+
+    renamed = {}
+    for exercise_id, exercise in exercises.EXERCISES.items():
+        names = argument_names(exercise.public_job())
+        if names:
+            renamed[exercise_id] = names
+    assert {"ch15_encoder", "ch15_decoder"} <= set(renamed)  # the space is not empty
+    for exercise_id, names in renamed.items():
+        roles = re.compile(r"\b(" + "|".join(names) + r")\b")
+        for declared in declared_checks(exercises.get(exercise_id)):
+            assert not roles.search(declared["title"]), (exercise_id, declared)
+        kept = json.loads(golden_file(exercise_id).read_text(encoding="utf-8"))
+        for submission, verdict in kept.items():
+            for text in [verdict.get("error") or ""] + [check[3] or "" for check in verdict["checks"]]:
+                found = roles.search(text)
+                assert found is None, f"{exercise_id} {submission}: {text[max(0, found.start() - 80):found.end() + 40]}"
+
+
+def test_a_text_of_the_graders_is_put_in_the_exercises_words_and_only_whole_names_change():
+    from grader.judge.advice import argument_names, in_words
+
+    job = {"dims": {"embed_dim": 8, "dense_dim": 16, "num_heads": 2},
+           "constructor_arguments": {"hidden_dim": 8, "intermediate_dim": 16, "num_heads": 2}}
+    assert argument_names(job) == {"embed_dim": "hidden_dim", "dense_dim": "intermediate_dim"}
+    assert in_words("Dense(embed_dim)(relu(Dense(dense_dim)(h))), not my_embed_dims", job) == \
+        "Dense(hidden_dim)(relu(Dense(intermediate_dim)(h))), not my_embed_dims"
+    same = {"dims": {"embed_dim": 8}, "constructor_arguments": {"embed_dim": 8}}
+    assert argument_names(same) == {} and in_words("embed_dim", same) == "embed_dim"
+    for malformed in (None, {}, {"dims": {"a": 1}}, {"dims": {"a": 1}, "constructor_arguments": {"b": 1, "c": 2}},
+                      {"dims": [1], "constructor_arguments": {"b": 1}}):
+        assert in_words("embed_dim", malformed) == "embed_dim"

@@ -66,3 +66,17 @@ def test_unexpanded_mask_shows_only_the_expected_picture():
     picture = mask_picture(None, EXPECTED, REAL, note=" — yours raised before attention")
     assert "yours raised before attention" in picture
     assert "  query 0  (no mask)     ■ ■ ■ ■ · ·" in picture
+
+
+def test_a_missing_causal_mask_is_told_as_looking_ahead_and_a_missing_padding_mask_as_padding():
+    """Where later positions must be hidden, no mask at all lets every position see the ones after it
+    (a real query's padded keys lie after it too): the message says that, with the causal reason."""
+    causal = np.tril(np.ones((6, 6), dtype=bool))[None] & REAL[:, None, :]
+    with pytest.raises(CheckFailed) as failure:
+        assert_masks_keys(_step(None), causal, REAL, None, what="later positions and padded keys",
+                          future_why="At generation time the decoder predicts each token from the earlier ones only.")
+    told = str(failure.value)
+    assert "attends to the positions after it" in told and "padding as if it were text" not in told
+    assert "Why it matters: At generation time" in told
+    padding = _message(None)
+    assert "attends to padding as if it were text" in padding and "after it" not in padding

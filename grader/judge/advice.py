@@ -13,12 +13,36 @@ cross-attention's query and value swapped), the advice says that, and nothing ge
 
 from __future__ import annotations
 
+import re
+
 
 class Parts(frozenset):
     """The parts of an exercise (their names), and the sequence lengths of its public job: the
     layer's own input (``target``) and, with cross-attention, the encoder's outputs (``source``)."""
 
     lengths: dict
+    job: dict | None = None
+
+
+def argument_names(public_job: dict | None) -> dict[str, str]:
+    """The exercise's own name of each size the checks know by its role: the public job's ``dims``
+    name the roles (``embed_dim``, ``dense_dim``: the second edition's words), its
+    ``constructor_arguments`` the same sizes, in the same order, as the exercise's constructor names
+    them (the third edition's ``hidden_dim``, ``intermediate_dim``). Only the roles named otherwise."""
+    roles = (public_job or {}).get("dims")
+    arguments = (public_job or {}).get("constructor_arguments")
+    if not isinstance(roles, dict) or not isinstance(arguments, dict) or len(roles) != len(arguments):
+        return {}
+    return {str(role): str(name) for role, name in zip(roles, arguments) if role != name}
+
+
+def in_words(text: str, public_job: dict | None) -> str:
+    """A text of the grader's own (never one quoting the student) with every size named by its role
+    named as the exercise's constructor names it."""
+    names = argument_names(public_job)
+    if not names:
+        return text
+    return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda found: names[found.group(1)], text)
 
 
 def parts_of(public_job: dict | None) -> Parts | None:
@@ -44,6 +68,7 @@ def parts_of(public_job: dict | None) -> Parts | None:
         parts.add("cross_attention")
     found = Parts(parts)
     found.lengths = lengths
+    found.job = public_job
     return found
 
 
@@ -94,5 +119,5 @@ def shape_mismatch(left: str, right: str, code: str, parts: set[str] | None) -> 
     if "mask" in parts:
         checks.append("the axes a mask was expanded on")
     if checks:
-        text += " Check " + "; ".join(checks) + "."
+        text += in_words(" Check " + "; ".join(checks) + ".", getattr(parts, "job", None))
     return text

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from .advice import in_words
 from .framework import check
 from .shared.api import assert_constructor, assert_output_shape
 from .shared.config import assert_config_base, assert_config_own_keys, assert_from_config, assert_keras_file
@@ -48,9 +49,11 @@ def _listed(names) -> str:
 def constructor(class_name: str, dims: dict):
     """``api.constructor``: the layer builds from the exercise's arguments, by position and by name."""
 
-    @check("api.constructor", f"Builds from {_listed(dims)}", "api")
-    def check_constructor(evidence, dims):
-        assert_constructor(evidence, class_name, dims)
+    arguments = dict(dims)
+
+    @check("api.constructor", f"Builds from {_listed(arguments)}", "api")
+    def check_constructor(evidence):
+        assert_constructor(evidence, class_name, arguments)  # the constructor's own names, not the roles
 
     return check_constructor
 
@@ -128,7 +131,7 @@ def output_shape(title: str, shape: str):
 
     @check("api.output_shape", title, "api")
     def check_output_shape(forward, job):
-        assert_output_shape(forward, np.asarray(job["inputs"]).shape, shape)
+        assert_output_shape(forward, np.asarray(job["inputs"]).shape, in_words(shape, job))
 
     return check_output_shape
 

@@ -142,7 +142,7 @@ MISTAKES = layer_api_mistakes(
         causal = keras.ops.tril(keras.ops.ones((length, length), dtype="bool"))
         x = self.self_attention(query=x, key=x, value=x, attention_mask=causal[None])""")),
         ("mask.lengths",),
-        "keras.Input(shape=(None, embed_dim)) for both inputs",
+        "keras.Input(shape=(None, hidden_dim)) for both inputs",
     ),
     Mistake(
         "dropout_on_by_default",

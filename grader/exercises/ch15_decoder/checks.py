@@ -24,17 +24,18 @@ from .job import DIMS, KEY_DIM
 CLASS = "TransformerDecoder"
 
 check_constructor = contract.constructor(CLASS, DIMS)
-check_output_shape = decoder.check_output_shape
+check_output_shape = contract.output_shape("Returns (batch, target_len, hidden_dim)",
+                                           "(batch, target_len, hidden_dim), like inputs")
 check_three_norms = decoder.check_three_norms
 check_norm_parameters = decoder.check_norm_parameters
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
-def check_trainable_list(forward, structure, dims, values):
+def check_trainable_list(forward, structure, dims, values, job):
     e, d = dims["embed_dim"], dims["dense_dim"]
     expected = 2 * attention_shapes(e, dims["num_heads"], KEY_DIM) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 6
     shared, why = shared_norm_reason(structure)
-    hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"))
+    hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"), job)
     assert_trainable_shapes(
         forward, values, expected,
         "8 for each of the two MultiHeadAttention layers, 4 for the feed-forward Dense layers, 2 per norm",

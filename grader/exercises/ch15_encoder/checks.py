@@ -31,13 +31,13 @@ check_norm_parameters = encoder.check_norm_parameters
 
 
 @check("weights.trainable_list", "Trainable weights have the expected count and shapes", "weights")
-def check_trainable_list(forward, structure, dims, values):
+def check_trainable_list(forward, structure, dims, values, job):
     e, d = dims["embed_dim"], dims["dense_dim"]
     expected = attention_shapes(e, dims["num_heads"], KEY_DIM) + [(e, d), (d,), (d, e), (e,)] + [(e,)] * 4
     summary = ("8 for MultiHeadAttention(num_heads, key_dim=hidden_dim // num_heads), 4 for "
                "Dense(intermediate_dim) and Dense(hidden_dim), 2 for each norm")
     shared, why = shared_norm_reason(structure)
-    hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"))
+    hints = attention_hints(structure, dims, values, (KEY_DIM, "hidden_dim // num_heads"), job)
     assert_trainable_shapes(forward, values, expected, summary, shared + hints, why, structure.role_shapes())
     structure.confirm()
 

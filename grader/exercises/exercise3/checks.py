@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...judge import analysis, contract
+from ...judge.advice import in_words
 from ...judge.framework import check, fail
 from ...judge.reference import encoder_variants
 from ...judge.shared.fixtures import (  # noqa: F401  (fixtures are used by name)
@@ -188,17 +189,18 @@ WHYS = {
 
 @check("forward.post_norm", "Computes the post-norm encoder", "forward", points=2)
 def check_post_norm(plain, job, values):
+    expected = in_words(POST_NORM, job)  # in this exercise's own names of its sizes
     if not plain.verified:
-        explain_unverified(plain, POST_NORM, shape=np.asarray(job["inputs"]).shape)
+        explain_unverified(plain, expected, shape=np.asarray(job["inputs"]).shape)
     if plain.identified_as is not None:  # found by the roles of its weights
         if plain.identified_as == "post_norm":
             return
-        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", POST_NORM,
+        fail(f"your output matches a layer in which {VARIANT_MESSAGES[plain.identified_as]}.", expected,
              WHYS.get(plain.identified_as, WHY))
     structure = Structure(plain)
     attention, norms, dense = structure.of("attention"), structure.norm_steps, structure.dense_steps
     if not attention:
-        fail_no_attention_found(structure.describe(), POST_NORM)
+        fail_no_attention_found(structure.describe(), expected)
     if len(attention) != 1 or len(norms) != 2 or len(dense) != 2:
         fail(
             f"{len(attention)} attention, {len(norms)} LayerNormalization and {len(dense)} Dense "
@@ -224,7 +226,7 @@ def check_post_norm(plain, job, values):
         self_attention_inputs(attention[0], plain.program, "encoder")()
 
     assert_matches_reference(
-        np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, POST_NORM, WHY,
+        np.asarray(plain.output, dtype=np.float64), variants, VARIANT_MESSAGES, expected, WHY,
         correct="post_norm", otherwise=otherwise, whys=WHYS,
     )
 

@@ -31,7 +31,7 @@ from ...judge.shared.weights import (
     written_attention_slip,
 )
 from ...judge.budget import ReplayFailed
-from ...judge.advice import parts_of
+from ...judge.advice import in_words, parts_of
 from ...judge.evidence import format_student_error
 from .job import DIMS
 
@@ -316,7 +316,7 @@ def check_lengths(evidence, job):
         error = evidence.error(phase)
         if error is not None:
             _same_error_reported(evidence, error)
-            built = "keras.Input(shape=(None, embed_dim)) for both inputs" if phase == "functional" else \
+            built = in_words("keras.Input(shape=(None, embed_dim)) for both inputs", job) if phase == "functional" else \
                 f"a target of {target} and a source of {source} positions"
             if _cross_mask_from_target(evidence, job):  # the cross-attention's mask, told by its own check
                 fail(f"your layer raised on {what} ({built}): its cross-attention's mask is built from the target's "

@@ -14,6 +14,10 @@ PADDING_WHY = "Attention to padding lets the amount of padding in a batch change
 IGNORED_MASK = (
     "no mask reached MultiHeadAttention's scores: every position attends to padding as if it were text"
 )
+IGNORED_MASK_CAUSAL = (
+    "no mask reached MultiHeadAttention's scores: every position attends to the positions after it, "
+    "padding included"
+)
 
 
 def effective_mask(step) -> np.ndarray | None:
@@ -186,9 +190,12 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
         fail("MultiHeadAttention was not called when a mask was given.", f"{what} masked out.", PADDING_WHY)
     effective = effective_mask(step)
     if effective is None:
-        fail(IGNORED_MASK + ".\n" + mask_picture(np.ones(expected.shape, dtype=bool), expected, real_queries,
-                                                 real_keys), f"{what} masked out for every real query.",
-             PADDING_WHY)
+        # where later positions must be hidden (a causal self-attention), looking ahead is what is broken
+        # first: the padding of a real query's row lies after it too
+        observed = (IGNORED_MASK_CAUSAL, future_why) if future_why else (IGNORED_MASK, PADDING_WHY)
+        fail(observed[0] + ".\n" + mask_picture(np.ones(expected.shape, dtype=bool), expected, real_queries,
+                                                real_keys), f"{what} masked out for every real query.",
+             observed[1])
     full = np.broadcast_to(effective, (batch, queries, keys))
     picture = mask_picture(full, expected, real_queries, real_keys)
     rows = [(b, t) for b in range(batch) for t in range(queries) if real_queries[b, t]]

@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..advice import in_words
 from ..framework import fail
 from ..ops import role_shape
 from .structure import Structure, trainable_keys
@@ -140,9 +141,10 @@ _ORDINALS = {0: "first", 1: "second", 2: "third"}
 
 
 def attention_hints(structure: Structure, dims: dict, values: dict,
-                    expected_key_dim: tuple[int, str] | None = None) -> list[str]:
-    """Sizes of the attention and the feed-forward that differ from the exercise's. The attention's
-    ``key_dim`` is ``embed_dim`` unless ``expected_key_dim`` says (its value, how the book writes it)."""
+                    expected_key_dim: tuple[int, str] | None = None, job: dict | None = None) -> list[str]:
+    """Sizes of the attention and the feed-forward that differ from the exercise's, each size named
+    as the exercise's constructor names it (``job``: its public job). The attention's ``key_dim`` is
+    ``embed_dim`` unless ``expected_key_dim`` says (its value, how the book writes it)."""
     want, rule = expected_key_dim or (dims["embed_dim"], "embed_dim")
     hints = []
     steps = structure.of("attention")
@@ -167,7 +169,7 @@ def attention_hints(structure: Structure, dims: dict, values: dict,
         if units and units != [dims["dense_dim"], dims["embed_dim"]]:
             hints.append(f"the feed-forward Dense widths are {units}; expected [dense_dim, embed_dim] = "
                          f"[{dims['dense_dim']}, {dims['embed_dim']}]")
-    return hints
+    return [in_words(hint, job) for hint in hints]
 
 
 def attention_name(step) -> str:
