@@ -45,6 +45,10 @@ def assert_not_random(evidence, layer_too: bool = True) -> None:
     )
 
 
+def _two_tensors(outputs) -> bool:
+    return isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs)
+
+
 def _differ(outputs) -> bool:
     if not (isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs)):
         return False
@@ -80,9 +84,13 @@ def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bo
     if error is not None and not (error.get("internal") and not error.get("student_frames")):
         from ..framework import CheckFailed
 
+        # the phase calls the layer itself twice, then a functional model holding it: which one raised
+        layer_answered = layer_too and _two_tensors((evidence.partial("inference") or {}).get("layer"))
+        where = ("in a model holding your layer (keras.Input, then your layer), called without `training` — your "
+                 "layer called directly, without `training`, returned its output" if layer_answered
+                 else "when called without `training`")
         raise CheckFailed(format_student_error(
-            f"Your code raised {error.get('type', 'an error')} when called without `training`", error,
-            parts_of(evidence.public_job)))
+            f"Your code raised {error.get('type', 'an error')} {where}", error, parts_of(evidence.public_job)))
     data = evidence.phase("inference")
     calls = ([("your layer", data.get("layer"))] if layer_too else []) + [("a model holding it" if layer_too
                                                                           else "your model", data.get("model"))]
