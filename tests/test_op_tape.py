@@ -722,3 +722,100 @@ def test_a_recorder_that_fails_to_start_leaves_nothing_wrapped(monkeypatch):
     with pytest.raises(ZeroDivisionError):
         op_tape.OpRecorder(lambda: None).__enter__()
     assert keras.ops.matmul is before and not op_tape._RUNNING
+
+
+# A layer's own weights (add_weight), used in every way a call can take them: as keras.ops arguments, by
+# a tensor's operators and a variable's own, through TensorFlow's functions, read with .value, indexed.
+WEIGHT_USES = {
+    "tensor_times_weight": lambda x, g, w: x * g,
+    "weight_times_tensor": lambda x, g, w: g * x,
+    "matmul_operator": lambda x, g, w: x @ w,
+    "weight_added": lambda x, g, w: x + g,
+    "keras_ops_multiply": lambda x, g, w: keras.ops.multiply(x, g),
+    "keras_ops_matmul": lambda x, g, w: keras.ops.matmul(x, w),
+    "tf_multiply": lambda x, g, w: tf.multiply(x, g),
+    "tf_matmul": lambda x, g, w: tf.matmul(x, w),
+    "centred_then_scaled": lambda x, g, w: (x - keras.ops.mean(x, axis=-1, keepdims=True)) * g,
+    "value_read": lambda x, g, w: g.value * x,
+    "weight_indexed": lambda x, g, w: x * g[None, None, :],
+    "converted_first": lambda x, g, w: keras.ops.convert_to_tensor(g) * x,
+    "scaled_by_a_weights_sum": lambda x, g, w: x * keras.ops.sum(g),  # a number, while gradients are taken
+    "a_hand_written_layer_norm": lambda x, g, w: (
+        (x - keras.ops.mean(x, axis=-1, keepdims=True))
+        * keras.ops.rsqrt(keras.ops.var(x, axis=-1, keepdims=True) + 1e-3) * g + keras.ops.mean(w, axis=-1)[:6]),
+}
+
+
+class OwnWeights(keras.layers.Layer):
+    def __init__(self, use, **kwargs):
+        super().__init__(**kwargs)
+        self.use = use
+
+    def build(self, shape):
+        self.g = self.add_weight(shape=(shape[-1],), name="g")
+        self.w = self.add_weight(shape=(shape[-1], 3), name="w")
+
+    def call(self, x):
+        return WEIGHT_USES[self.use](x, self.g, self.w)
+
+
+class Holding(keras.layers.Layer):
+    def __init__(self, inner, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = inner
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def _own_weights(use):
+    """(observation, values, inputs) of a layer computing with its own weights, as the parent gets it."""
+    layer = Holding(OwnWeights(use))
+    registry = Registry()
+    layer(X.astype("float32"))
+    values = {}
+    for variable in layer.weights:
+        value = RNG.normal(size=tuple(variable.shape))
+        variable.assign(value.astype("float32"))
+        values[str(registry.variable(variable))] = value
+    tracer = CallTracer(layer, registry)
+    with tracer:
+        output = layer(X.astype("float32"))
+    observation = wire.loads(wire.dumps(to_plain({"trace": tracer.events, "output": np.asarray(output)})))
+    return observation, values, {"x": X}
+
+
+@pytest.mark.parametrize("use", sorted(WEIGHT_USES))
+def test_a_layers_own_weights_are_followed_through_its_operations_with_exact_gradients(use):
+    from grader.judge import analysis
+
+    observation, values, inputs = _own_weights(use)
+    program = replay.build(observation, values, inputs)
+    assert np.allclose(program.run(values, inputs), observation["output"], atol=1e-4)
+    loss = analysis.weighted_sum(RNG.normal(size=observation["output"].shape))
+    for key in values:
+        exact = analysis.exact_gradients(lambda vals: program.run(vals, inputs), values, [key], loss)[key]
+        assert np.allclose(exact, _numeric_gradient(program, values, inputs, key, loss), rtol=1e-4, atol=1e-5), key
+
+
+def _weight_sources(observation):
+    event = _ops_event(observation)
+    return [argument for record in event["ops"] for argument in record["args"]
+            if isinstance(argument, dict) and str(argument.get("source", "")).startswith("weight:")]
+
+
+def test_a_weight_the_parent_never_set_is_refused():
+    observation, values, inputs = _own_weights("tensor_times_weight")
+    for argument in _weight_sources(observation):
+        argument["source"] = "weight:999"
+    with pytest.raises(replay.ReplayFailed, match="did not exist when the layer was built"):
+        replay.build(observation, values, inputs)
+
+
+def test_an_operation_claimed_on_another_weight_is_refused():
+    observation, values, inputs = _own_weights("keras_ops_matmul")
+    other = next(k for k, v in values.items() if v.ndim == 1)
+    for argument in _weight_sources(observation):
+        argument["source"] = f"weight:{other}"
+    with pytest.raises(replay.ReplayFailed):
+        replay.build(observation, values, inputs)

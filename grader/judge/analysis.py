@@ -46,6 +46,13 @@ class Observed:
             return self.program.run(values, self.inputs)
         return self.function(values)
 
+    @property
+    def through_raw_weights(self) -> bool:
+        """Whether the replay followed part of the call through operations on the layer's own weights
+        (``add_weight`` and keras.ops): parts the checks read by their Keras layers, and which the
+        exercise's identification by roles finds instead (a feed-forward of raw weights)."""
+        return self.program is not None and any(step.kind == "ops" and step.params for step in self.program.steps)
+
     def steps(self, *kinds: str) -> list[replay.Step]:
         if self.program is not None:
             return self.program.of_kind(*kinds)

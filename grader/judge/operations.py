@@ -99,6 +99,8 @@ def _promoted(*xs):
 def _tensor(v, name: str, depth: int = 0):
     if isinstance(v, Box):
         inner = getval(v)
+        if isinstance(inner, (float, np.floating)):  # a reduction to one number, while gradients are taken
+            return v
         if not isinstance(inner, np.ndarray) or inner.dtype.kind != "f" or inner.ndim > MAX_RANK:
             raise ReplayFailed(f"the argument {name} is not a tensor the grader can use")
         return v

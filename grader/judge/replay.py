@@ -147,6 +147,9 @@ class Program:
 # --------------------------------------------------------------------------- building
 
 
+WEIGHT = "weight:"  # a tape's source that is a variable, by the registry's key (grader.probe.op_tape.WEIGHT)
+
+
 def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
           masks: dict[str, np.ndarray] | None = None) -> Program:
     """Rebuild and verify the traced call ``observation`` ({"trace", "output"}) made on ``inputs``
@@ -190,7 +193,7 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
             received = event.get("masks") if isinstance(event.get("masks"), dict) else {}
             for name in received:
                 step_inputs[str(name)], known[str(name)] = _argument(events, event, str(name), label, steps, terms,
-                                                                     masks, names, step_of_event, 0)
+                                                                     masks, names, step_of_event, 0, values)
         for name, tensor in recorded.items():
             if not isinstance(tensor, np.ndarray):
                 raise ReplayFailed(f"{label}'s argument {name} is not a tensor")
@@ -205,7 +208,8 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
                         else None
                     if made is None:
                         raise
-                    glue = _glue_step(events, event, name, made, steps, terms, masks, names, step_of_event)
+                    glue = _glue_step(events, event, name, made, steps, terms, masks, names, step_of_event,
+                                      values=values)
                     steps.append(glue)
                     terms[("step", glue.index)] = glue.event["output"].astype(np.float64)
                     names[("step", glue.index)] = _label(glue.event)
@@ -219,14 +223,16 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
                     derived.append(expr)
                     terms[("derived", len(derived) - 1)] = tensor.astype(np.float64)
                     names[("derived", len(derived) - 1)] = expr.describe(names)
+        if kind == "ops":
+            params = _tape_weights(event, values, label)
         step = Step(len(steps), event, kind, params, constants, step_inputs)
         recorded_output = event.get("output")
         if not isinstance(recorded_output, np.ndarray) or recorded_output.dtype.kind != "f":
             raise ReplayFailed(f"{label} did not return a floating-point tensor")
         if kind == "ops":
-            tape.verify(event, {name: known[name] if name in known else (
+            tape.verify(event, {**{name: known[name] if name in known else (
                 expr[1] if isinstance(expr, tuple) else recorded[name].astype(np.float64))
-                for name, expr in step_inputs.items()}, label, close)
+                for name, expr in step_inputs.items()}, **_weight_values(params, values)}, label, close)
         try:
             local = _apply(step, {k: np.asarray(v, dtype=np.float64) for k, v in values.items()},
                            lambda name, _expr: recorded[name].astype(np.float64))
@@ -255,7 +261,8 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
 
 
 def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, terms: dict, masks: dict,
-               names: dict, step_of_event: dict, depth: int = 0, floating: bool = True) -> Step:
+               names: dict, step_of_event: dict, depth: int = 0, floating: bool = True,
+               values: dict | None = None) -> Step:
     """The operations of the layer enclosing ``event`` that made its input ``name`` (``made``: the
     child's reference to the op), as a step of kind "ops" numbered after ``steps``: the ops it needs,
     renumbered, with their arguments traced to the enclosing layer's inputs and masks and to the
@@ -298,14 +305,15 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
     sources: set[str] = set()
     for record in chosen:
         sources |= _source_names(record)
+    weights = _tape_weights({"ops": chosen}, values, label)
     inputs: dict = {}
-    recorded: dict = {}
-    for source in sorted(sources):
+    recorded: dict = dict(_weight_values(weights, values))
+    for source in sorted(sources - set(weights)):
         if source.startswith("event "):
             inputs[source], recorded[source] = _layer_output(events, source, label, terms, masks, names, step_of_event)
         else:
             inputs[source], recorded[source] = _argument(events, container, source, label, steps, terms, masks,
-                                                         names, step_of_event, depth)
+                                                         names, step_of_event, depth, values)
     output = chosen[-1].get("output")
     if part is not None:
         parts = chosen[-1].get("outputs")
@@ -316,7 +324,7 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
     glue = {"index": container["index"], "class": container.get("class"), "kind": "ops", "ops": chosen,
             "result": result, "output": output}
     tape.verify(glue, recorded, label, close)
-    return Step(len(steps), glue, "ops", {}, {"tape": glue}, inputs)
+    return Step(len(steps), glue, "ops", weights, {"tape": glue}, inputs)
 
 
 def _layer_output(events: list[dict], source: str, label: str, terms: dict, masks: dict, names: dict,
@@ -339,7 +347,7 @@ def _layer_output(events: list[dict], source: str, label: str, terms: dict, mask
 
 
 def _argument(events: list[dict], owner: dict, source: str, label: str, steps: list, terms: dict, masks: dict,
-              names: dict, step_of_event: dict, depth: int) -> tuple:
+              names: dict, step_of_event: dict, depth: int, values: dict | None = None) -> tuple:
     """(how it arises, its value) for the argument ``source`` of the layer call ``owner``, which the
     operations of ``owner`` use: one of the parent's own padding masks (in any shape that holds the
     same values, as booleans, integers or floats), a tensor traced to the call's inputs and earlier
@@ -365,7 +373,7 @@ def _argument(events: list[dict], owner: dict, source: str, label: str, steps: l
         raise ReplayFailed(f"{label} use the argument {source[:40]!r}, which the grader cannot trace to the call's "
                            "inputs, its padding masks or the operations that made it")
     glue = _glue_step(events, owner, source, made, steps, terms, masks, names, step_of_event, depth + 1,
-                      floating=False)
+                      floating=False, values=values)
     steps.append(glue)
     value = glue.event["output"]
     if value.dtype.kind == "f":
@@ -437,6 +445,27 @@ def _renumbered(record: dict, renumbered: dict) -> dict:
 
     return dict(record, args=[rewrite(a) for a in record["args"]],
                 kwargs={k: rewrite(v) for k, v in record["kwargs"].items()})
+
+
+def _tape_weights(event: dict, values: dict | None, label: str) -> dict[str, str]:
+    """{source name: the variable's key} of the weights a tape's operations take (``weight:<key>``
+    sources, ``grader.probe.op_tape``), each one the parent set; ReplayFailed for any other."""
+    named: set[str] = set()
+    for record in event.get("ops") or ():
+        if isinstance(record, dict) and isinstance(record.get("args"), list) and isinstance(record.get("kwargs"), dict):
+            named |= {source for source in _source_names(record) if source.startswith(WEIGHT)}
+    weights = {}
+    for source in sorted(named):
+        key = source[len(WEIGHT):]
+        if values is None or key not in values:
+            raise ReplayFailed(f"{label} use a weight that did not exist when the layer was built, so the grader did "
+                               "not set it (is a weight created inside call()?)")
+        weights[source] = key
+    return weights
+
+
+def _weight_values(weights: dict[str, str], values: dict) -> dict:
+    return {source: np.asarray(values[key], dtype=np.float64) for source, key in weights.items()}
 
 
 def _source_names(record: dict) -> set[str]:
@@ -760,7 +789,8 @@ def _apply(step: Step, values: dict, argument):
         x = arg(names[0])
         return ops.anp.reshape(x, (np.shape(x)[0], -1))
     if kind == "ops":
-        return tape.run(c["tape"], {name: arg(name) for name in step.inputs})
+        return tape.run(c["tape"], {**{name: arg(name) for name in step.inputs},
+                                    **{source: weight(source) for source in step.params}})
     if kind == "attention":
         query = arg("query")
         value = arg("value")

@@ -142,7 +142,8 @@ def _check_argument(argument, position: int, label: str, depth: int = 0) -> None
                            "follows only between the Keras layers of a layer that calls them")
     elif tag == "unknown":
         raise ReplayFailed(f"{label}'s operation {position} uses a tensor the grader did not see being made "
-                           "(by an operation other than keras.ops, or a weight)")
+                           "(by something other than keras.ops or the layer's weights: a constant of more than a "
+                           "few numbers, say)")
     elif tag not in ("value", "ellipsis"):
         raise ReplayFailed(f"{label}'s operation {position} has a malformed argument")
 

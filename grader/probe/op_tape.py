@@ -9,7 +9,9 @@ every ``keras.activations`` function and the arithmetic, comparison and
 indexing operators of the backend's tensors are wrapped: each call becomes an
 op record — the operation's name, its arguments (a tensor as a reference to
 the layer's input, to an earlier op's output or to one of the tensors it gave,
-anything else as a plain value), its output (or outputs), and the student's
+a variable of the layer, its sublayers' included, as a reference to that weight
+by the registry's key — however it is taken: passed, by its own operators or a
+tensor's, read with ``.value`` — anything else as a plain value), its output (or outputs), and the student's
 line that called it. Operations nested inside a recorded one
 (``keras.ops.softmax`` multiplying tensors) are not recorded again. The records
 are claims; the parent recomputes every op from its own numbers
@@ -42,6 +44,7 @@ from .. import keras_ops
 from . import runtime
 
 MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
+WEIGHT = "weight:"  # the source name of a variable an operation takes: weight:<the registry's key>
 MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
 MAX_PARTS = 64  # tensors of one operation's result that are recorded (a split, top_k's values and indices)
 # functions whose result is a plain value the tape carries as one, and keras.activations' lookups
@@ -72,8 +75,11 @@ def _package_folders() -> tuple[str, ...]:
 class OpTape:
     """The op records of one layer call, and how its tensors are referred to."""
 
-    def __init__(self, sources: dict):
-        """``sources``: name -> the tensor argument the layer received (its inputs, its mask)."""
+    def __init__(self, sources: dict, weights: dict | None = None):
+        """``sources``: name -> the tensor argument the layer received (its inputs, its mask);
+        ``weights``: the registry's key -> each variable the layer may compute with, named
+        ``weight:<key>`` wherever an operation takes it (the variable, or the backend's variable it
+        holds: what an operator of a tensor receives)."""
         self.records: list[dict] = []
         self.truncated = False
         self._refs: dict[int, dict] = {}
@@ -82,6 +88,19 @@ class OpTape:
             if value is not None:
                 self._refs.setdefault(id(value), {"source": name})
                 self._alive.append(value)
+        for key, variable in (weights or {}).items():
+            for held in (variable, getattr(variable, "_value", None)):
+                if held is not None:
+                    self._refs.setdefault(id(held), {"source": f"{WEIGHT}{key}"})
+                    self._alive.append(held)
+
+    def alias(self, value, variable) -> None:
+        """``value`` (what reading ``variable`` gave) is referred to as the variable is, if it is one
+        of the layer's weights."""
+        known = self._refs.get(id(variable))
+        if known is not None and id(value) not in self._refs:
+            self._refs[id(value)] = known
+            self._alive.append(value)
 
     def reference(self, value, depth: int = 0):
         """An argument as it travels: a reference to a known tensor, a small constant, or a value."""
@@ -247,12 +266,18 @@ class OpRecorder:
                         or inspect.ismodule(value):
                     continue
                 self._patch(module, name, value, functools.partial(_wrap, name=prefix + name))
-        for tensor in runtime.tensor_classes():
+        # the backend's tensors, and Keras's variables (a weight's own operators: self.gamma * x)
+        for tensor in (*runtime.tensor_classes(), *_variable_classes()):
             for dunder, (name, reflected) in _OPERATORS.items():
                 original = tensor.__dict__.get(dunder) or getattr(tensor, dunder, None)
                 if original is not None:
                     self._patch(tensor, dunder, original,
                                 functools.partial(_wrap_operator, name=name, reflected=reflected))
+        # a weight's value read in the student's code (self.gamma.value * x) is that weight too
+        variable = _variable_class()
+        read = variable.__dict__.get("value")
+        if isinstance(read, property) and read.fget is not None:
+            self._patch(variable, "value", read, _wrap_value_read)
         if keras.backend.backend() == "tensorflow":
             for module, attribute, function, path, where in tensorflow_functions():
                 self._patch(module, attribute, function, functools.partial(_wrap_tensorflow, path=path, where=where))
@@ -287,6 +312,31 @@ class OpRecorder:
             yield
         finally:
             self._busy = False
+
+
+def _wrap_value_read(read: property) -> property:
+    def value(self_):
+        got = read.fget(self_)
+        _, tape = _tape_now()
+        if tape is not None:
+            tape.alias(got, self_)
+        return got
+
+    return property(value, read.fset, read.fdel, read.__doc__)
+
+
+def _variable_class() -> type:
+    """The class that defines Keras's variables' operators (every backend's variable inherits it)."""
+    from keras.src.backend.common.variables import Variable
+
+    return Variable
+
+
+def _variable_classes() -> tuple[type, ...]:
+    """Keras's variables, and the backend's variable a Keras variable holds where it has operators of
+    its own (TensorFlow's: what ``self.gamma.value * x`` multiplies)."""
+    held = (sys.modules["tensorflow"].Variable,) if keras.backend.backend() == "tensorflow" else ()
+    return (_variable_class(), *held)
 
 
 def _wrap(function, name):

@@ -295,7 +295,7 @@ class CallTracer:
                     riding = _keras_mask(arguments["inputs"])
                     if riding is not None:
                         sources["mask"] = masks["mask"] = riding
-                event["_tape"] = OpTape(sources)
+                event["_tape"] = OpTape(sources, {str(self.registry.variable(v)): v for v in _weights(layer)})
                 event["masks"] = {name: array(value) for name, value in masks.items() if array(value) is not None}
         self._stack.append(event)
         try:
@@ -395,6 +395,14 @@ def _tensor_arguments(arguments: dict, kind: str) -> dict:
         elif is_tensor(value):
             found[name] = array(value)
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _weights(layer) -> list:
+    """The variables a layer holds, its sublayers' included; none if it cannot say."""
+    try:
+        return list(layer.weights)
+    except Exception:  # a layer whose weights property raises: its operations use none the tape can name
+        return []
 
 
 def _keras_mask(value):

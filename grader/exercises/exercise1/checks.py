@@ -62,7 +62,8 @@ def _identify(evidence, observed, tokens) -> None:
 def _observe(evidence, job, phase, check_id):
     tokens = _tokens(job)
     observed = analysis.observed(evidence, phase, check_id, {"tokens": tokens})
-    if not observed.verified and observed.output is not None and phase == "forward":
+    if (not observed.verified or observed.through_raw_weights) and observed.output is not None and \
+            phase == "forward":
         _identify(evidence, observed, tokens)
     return observed
 

@@ -37,7 +37,7 @@ def _inputs(job, key="inputs") -> np.ndarray:
 def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
     masks = {"mask": padding(job)} if masked else None
     observed = analysis.observed(evidence, phase, check_id, {"inputs": _inputs(job, key)}, masks)
-    if not observed.verified and observed.output is not None:
+    if (not observed.verified or observed.through_raw_weights) and observed.output is not None:
         leaves = trace_leaves(evidence, phase)
         attentions, norms, _ = claimed_roles(leaves)
         if len(attentions) == 1 and len(norms) == 1:

@@ -47,7 +47,7 @@ def _observe(evidence, job, phase, check_id, key="inputs", masked=False):
     # a call without padding may still receive a mask that hides nothing (the third edition's call)
     masks = {"mask": padding(job)} if masked else {"mask": np.ones(padding(job).shape, dtype=bool)}
     observed = analysis.observed(evidence, phase, check_id, {"inputs": _inputs(job, key)}, masks)
-    if not observed.verified and observed.output is not None:
+    if (not observed.verified or observed.through_raw_weights) and observed.output is not None:
         _identify(evidence, observed, _inputs(job, key))
     return observed
 

@@ -327,9 +327,10 @@ def claimed_roles(leaves: list[dict]) -> tuple[list[dict], list[dict], set[str]]
 
 def identify_by_roles(observed: analysis.Observed, roles: dict, variants_of, values: dict,
                       pseudo_steps: list) -> None:
-    """When a call could not be replayed (weights used by raw operations), find whether its output is
-    a known variant of the exercise's layer computed from ``roles``; if so, mark it verified with
-    that variant as its function."""
+    """When a call could not be replayed, or was replayed only through operations on the layer's own
+    weights (a feed-forward of raw weights: no Keras layers for the checks to read), find whether its
+    output is a known variant of the exercise's layer computed from ``roles``; if so, mark it
+    verified with that variant as its function."""
     output = observed.output
     if not isinstance(output, np.ndarray) or not roles:
         return
@@ -343,6 +344,8 @@ def identify_by_roles(observed: analysis.Observed, roles: dict, variants_of, val
         return
     for name, candidate in variants.items():
         if close(output, candidate):
+            # the parts found by their roles are what the checks read, whatever the replay followed
+            observed.program = None
             observed.function = lambda vals, name=name: variants_of(reference.resolve(roles, vals))[name]
             observed.identified_as = name
             observed.roles = roles
