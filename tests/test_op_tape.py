@@ -221,19 +221,25 @@ def _traced(pool):
     x = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
     x = keras.layers.Dense(4)(x)
     model = keras.Model(inputs, pool(x))
+    observation, values = _set_and_traced(model, tokens)
+    return observation, values, {"tokens": tokens}, {"padding": tokens != 0}
+
+
+def _set_and_traced(layer, inputs):
+    """(observation, values): ``layer`` built on ``inputs``, every weight set to a value drawn here,
+    then one call traced, as the parent gets it."""
     registry = Registry()
-    model(tokens)
+    layer(inputs)
     values = {}
-    for variable in model.weights:
+    for variable in layer.weights:
         value = RNG.normal(size=tuple(variable.shape))
         variable.assign(value.astype("float32"))
         values[str(registry.variable(variable))] = value
-    tracer = CallTracer(model, registry)
+    tracer = CallTracer(layer, registry)
     with tracer:
-        output = model(tokens)
+        output = layer(inputs)
     observation = {"trace": tracer.events, "output": np.asarray(output)}
-    observation = wire.loads(wire.dumps(to_plain(observation)))  # as it crosses to the parent
-    return observation, values, {"tokens": tokens}, {"padding": tokens != 0}
+    return wire.loads(wire.dumps(to_plain(observation))), values  # as it crosses to the parent
 
 
 @pytest.fixture(scope="module")
@@ -770,18 +776,7 @@ class Holding(keras.layers.Layer):
 
 def _own_weights(use):
     """(observation, values, inputs) of a layer computing with its own weights, as the parent gets it."""
-    layer = Holding(OwnWeights(use))
-    registry = Registry()
-    layer(X.astype("float32"))
-    values = {}
-    for variable in layer.weights:
-        value = RNG.normal(size=tuple(variable.shape))
-        variable.assign(value.astype("float32"))
-        values[str(registry.variable(variable))] = value
-    tracer = CallTracer(layer, registry)
-    with tracer:
-        output = layer(X.astype("float32"))
-    observation = wire.loads(wire.dumps(to_plain({"trace": tracer.events, "output": np.asarray(output)})))
+    observation, values = _set_and_traced(Holding(OwnWeights(use)), X.astype("float32"))
     return observation, values, {"x": X}
 
 
