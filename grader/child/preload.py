@@ -9,12 +9,11 @@ PyTorch's pools) is created fresh in each child, after the fork. A worker serves
 gradings of its own backend only (the child refuses another). The backend's
 start-up messages of the worker itself are dropped.
 
-The garbage collector is paused while it imports (``runtime.import_libraries``
-says why); the worker's loop then freezes what it imported
+The garbage collector is paused while it imports (``runtime.collector_paused``;
+``runtime.import_libraries`` says why); the worker's loop then freezes what it imported
 (``grader.sandbox.forkloop``).
 """
 
-import gc
 import importlib
 import os
 
@@ -23,20 +22,17 @@ _saved_stderr = os.dup(2)
 _null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 os.close(_null)
-_collecting = gc.isenabled()
-gc.disable()
 try:
     from ..probe import runtime
 
-    runtime.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
-    from ..exercises import EXERCISES
-    from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
-    from ..probe import describe, evidence_stream, layer_phases, tracing  # noqa: F401
+    with runtime.collector_paused():
+        runtime.preload(os.environ.get("KERAS_BACKEND", "tensorflow"))
+        from ..exercises import EXERCISES
+        from ..sandbox import confine, kernel, landlock, namespaces, privileges, reaper, seccomp  # noqa: F401
+        from ..probe import describe, evidence_stream, layer_phases, tracing  # noqa: F401
 
-    for _exercise in EXERCISES.values():
-        importlib.import_module(_exercise.probe_module)
+        for _exercise in EXERCISES.values():
+            importlib.import_module(_exercise.probe_module)
 finally:
     os.dup2(_saved_stderr, 2)
     os.close(_saved_stderr)
-    if _collecting:
-        gc.enable()

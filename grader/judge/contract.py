@@ -49,11 +49,9 @@ def _listed(names) -> str:
 def constructor(class_name: str, dims: dict):
     """``api.constructor``: the layer builds from the exercise's arguments, by position and by name."""
 
-    arguments = dict(dims)
-
-    @check("api.constructor", f"Builds from {_listed(arguments)}", "api")
-    def check_constructor(evidence):
-        assert_constructor(evidence, class_name, arguments)  # the constructor's own names, not the roles
+    @check("api.constructor", f"Builds from {_listed(dims)}", "api")
+    def check_constructor(evidence):  # the constructor's own names: not the dims fixture's roles
+        assert_constructor(evidence, class_name, dims)
 
     return check_constructor
 

@@ -147,9 +147,6 @@ class Program:
 # --------------------------------------------------------------------------- building
 
 
-WEIGHT = "weight:"  # a tape's source that is a variable, by the registry's key (grader.probe.op_tape.WEIGHT)
-
-
 def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
           masks: dict[str, np.ndarray] | None = None) -> Program:
     """Rebuild and verify the traced call ``observation`` ({"trace", "output"}) made on ``inputs``
@@ -453,10 +450,10 @@ def _tape_weights(event: dict, values: dict | None, label: str) -> dict[str, str
     named: set[str] = set()
     for record in event.get("ops") or ():
         if isinstance(record, dict) and isinstance(record.get("args"), list) and isinstance(record.get("kwargs"), dict):
-            named |= {source for source in _source_names(record) if source.startswith(WEIGHT)}
+            named |= {source for source in _source_names(record) if source.startswith(records.WEIGHT_SOURCE)}
     weights = {}
     for source in sorted(named):
-        key = source[len(WEIGHT):]
+        key = source[len(records.WEIGHT_SOURCE):]
         if values is None or key not in values:
             raise ReplayFailed(f"{label} use a weight that did not exist when the layer was built, so the grader did "
                                "not set it (is a weight created inside call()?)")

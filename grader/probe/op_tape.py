@@ -11,8 +11,8 @@ op record — the operation's name, its arguments (a tensor as a reference to
 the layer's input, to an earlier op's output or to one of the tensors it gave,
 a variable of the layer, its sublayers' included, as a reference to that weight
 by the registry's key — however it is taken: passed, by its own operators or a
-tensor's, read with ``.value`` — anything else as a plain value), its output (or outputs), and the student's
-line that called it. Operations nested inside a recorded one
+tensor's, read with ``.value`` — anything else as a plain value), its output
+(or outputs), and the student's line that called it. Operations nested inside a recorded one
 (``keras.ops.softmax`` multiplying tensors) are not recorded again. The records
 are claims; the parent recomputes every op from its own numbers
 (``grader.judge.tape``).
@@ -41,10 +41,10 @@ import keras
 import numpy as np
 
 from .. import keras_ops
+from ..protocol.records import WEIGHT_SOURCE
 from . import runtime
 
 MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
-WEIGHT = "weight:"  # the source name of a variable an operation takes: weight:<the registry's key>
 MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
 MAX_PARTS = 64  # tensors of one operation's result that are recorded (a split, top_k's values and indices)
 # functions whose result is a plain value the tape carries as one, and keras.activations' lookups
@@ -91,7 +91,7 @@ class OpTape:
         for key, variable in (weights or {}).items():
             for held in (variable, getattr(variable, "_value", None)):
                 if held is not None:
-                    self._refs.setdefault(id(held), {"source": f"{WEIGHT}{key}"})
+                    self._refs.setdefault(id(held), {"source": f"{WEIGHT_SOURCE}{key}"})
                     self._alive.append(held)
 
     def alias(self, value, variable) -> None:

@@ -13,6 +13,7 @@ decides anything: the parent replays what the probes observed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
@@ -210,26 +211,35 @@ def import_libraries(name: str) -> None:
     hidden = name != "jax" and "jax" not in sys.modules
     if hidden:
         sys.modules["jax"] = None  # an import of jax raises ImportError at once
+    try:
+        with collector_paused():
+            import keras  # noqa: F401
+            import numpy  # noqa: F401
+
+            if name == "jax":
+                import jax  # noqa: F401
+            elif name == "torch":
+                import torch  # noqa: F401
+            try:
+                import tensorflow  # noqa: F401
+            except ImportError:
+                if name == "tensorflow":
+                    raise
+    finally:
+        if hidden and "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector off inside, and on again after if it was on before."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        import keras  # noqa: F401
-        import numpy  # noqa: F401
-
-        if name == "jax":
-            import jax  # noqa: F401
-        elif name == "torch":
-            import torch  # noqa: F401
-        try:
-            import tensorflow  # noqa: F401
-        except ImportError:
-            if name == "tensorflow":
-                raise
+        yield
     finally:
         if collecting:
             gc.enable()
-        if hidden and "jax" in sys.modules and sys.modules["jax"] is None:
-            del sys.modules["jax"]
 
 
 def tensor_classes() -> tuple[type, ...]:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 MAX_NAMES = 100
 MAX_FRAMES = 50
+# the source name, in an operation record of a layer's tape, of a variable the operation takes:
+# weight:<the key the probe's registry gave it, which the parent's weight values are keyed by>
+WEIGHT_SOURCE = "weight:"
 
 
 def _text(value) -> bool:

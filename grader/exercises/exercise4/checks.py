@@ -316,8 +316,8 @@ def check_lengths(evidence, job):
         error = evidence.error(phase)
         if error is not None:
             _same_error_reported(evidence, error)
-            built = in_words("keras.Input(shape=(None, embed_dim)) for both inputs", job) if phase == "functional" else \
-                f"a target of {target} and a source of {source} positions"
+            built = (in_words("keras.Input(shape=(None, embed_dim)) for both inputs", job) if phase == "functional"
+                     else f"a target of {target} and a source of {source} positions")
             if _cross_mask_from_target(evidence, job):  # the cross-attention's mask, told by its own check
                 fail(f"your layer raised on {what} ({built}): its cross-attention's mask is built from the target's "
                      "padding mask, which has one entry per target position where the keys are the source's.",

@@ -50,7 +50,7 @@ def _two_tensors(outputs) -> bool:
 
 
 def _differ(outputs) -> bool:
-    if not (isinstance(outputs, list) and len(outputs) == 2 and all(isinstance(o, np.ndarray) for o in outputs)):
+    if not _two_tensors(outputs):
         return False
     first, second = (np.asarray(o, dtype=np.float64) for o in outputs)
     return first.shape != second.shape or not np.array_equal(first, second, equal_nan=True)
@@ -95,8 +95,7 @@ def assert_deterministic_inference(evidence, expected: np.ndarray, layer_too: bo
     calls = ([("your layer", data.get("layer"))] if layer_too else []) + [("a model holding it" if layer_too
                                                                           else "your model", data.get("model"))]
     for who, outputs in calls:
-        if not isinstance(outputs, list) or len(outputs) != 2 or \
-                not all(isinstance(o, np.ndarray) for o in outputs):
+        if not _two_tensors(outputs):
             fail(f"{who}, called without `training`, did not return a tensor.",
                  "one tensor, the same as with training=False.", INFERENCE_WHY)
         first, second = (np.asarray(o, dtype=np.float64) for o in outputs)

@@ -192,10 +192,9 @@ def assert_masks_keys(step, expected: np.ndarray, real_queries: np.ndarray, argu
     if effective is None:
         # where later positions must be hidden (a causal self-attention), looking ahead is what is broken
         # first: the padding of a real query's row lies after it too
-        observed = (IGNORED_MASK_CAUSAL, future_why) if future_why else (IGNORED_MASK, PADDING_WHY)
-        fail(observed[0] + ".\n" + mask_picture(np.ones(expected.shape, dtype=bool), expected, real_queries,
-                                                real_keys), f"{what} masked out for every real query.",
-             observed[1])
+        told, why = (IGNORED_MASK_CAUSAL, future_why) if future_why else (IGNORED_MASK, PADDING_WHY)
+        fail(told + ".\n" + mask_picture(np.ones(expected.shape, dtype=bool), expected, real_queries, real_keys),
+             f"{what} masked out for every real query.", why)
     full = np.broadcast_to(effective, (batch, queries, keys))
     picture = mask_picture(full, expected, real_queries, real_keys)
     rows = [(b, t) for b in range(batch) for t in range(queries) if real_queries[b, t]]
