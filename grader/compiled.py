@@ -18,7 +18,10 @@ solution (``prepare``, once per exercise and grader): that run writes into a
 staging folder of its own, and the grader moves its entries into the folder
 afterwards, each checked (a plain file, a name as JAX writes them, a bounded
 size), written anew by the grader itself, and only after the run finished
-cleanly. The same computation with the same shapes compiles to the same
+cleanly. An entry holds no location of the code it was compiled from (no
+file, no function it called, no line: ``runtime.use_compiled``), so a grading
+that opens one learns nothing of the solution but the operations its own code
+asked for. The same computation with the same shapes compiles to the same
 executable, so a verdict does not change with what the folder holds; only its
 time does. A submission whose operations or shapes differ from the
 solution's compiles what it needs, as without the folder.

@@ -5,7 +5,11 @@ without them."""
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -225,6 +229,9 @@ def test_the_solutions_run_fills_the_folder_gradings_read_it_and_verdicts_do_not
     with_folder, _ = on_jax(jax_workers, solution, settings)  # fills the folder first, then grades
     kept = sorted(p.name for p in target.iterdir() if p.name != compiled.FILLED)
     assert len(kept) > 20 and compiled.filled(exercises.get("exercise3"), "jax")
+    # nothing of where the solution's operations came from: no file, no function of its, no line
+    told = located(target, [solution.name, solution.stem, "TransformerEncoder", "submission"])
+    assert not told, told
     assert (with_folder.status, with_folder.score, [(c.id, c.status, c.message) for c in with_folder.checks]) == \
         (without.status, without.score, [(c.id, c.status, c.message) for c in without.checks])
 
@@ -234,3 +241,59 @@ def test_the_solutions_run_fills_the_folder_gradings_read_it_and_verdicts_do_not
     spoilt, run = on_jax(jax_workers, solution, settings)
     assert "persistent compilation cache" in run.stderr
     assert (spoilt.status, spoilt.score) == (without.status, without.score)
+
+
+# ----------------------------------------------------------------------------- nothing of its source
+def located(folder: Path, names: list[str]) -> dict:
+    """What the entries of ``folder`` say of where their operations were written: any Python file's
+    name, and any of ``names``, with the entries saying it."""
+    pattern = re.compile(rb"[\w./-]+\.py\b|" + b"|".join(re.escape(n.encode()) for n in names))
+    found: dict = {}
+    for entry in folder.iterdir():
+        if not compiled.ENTRY.fullmatch(entry.name):
+            continue
+        for match in pattern.findall(zlib.decompress(entry.read_bytes())):
+            found.setdefault(match.decode(errors="replace"), []).append(entry.name)
+    return found
+
+
+COMPILING = """
+import sys
+import jax, jax.numpy as jnp
+from grader.probe import runtime
+
+runtime.use_compiled(jax, {"folder": sys.argv[1], "write": sys.argv[2] == "write"})
+
+class Kept:
+    def a_helper_named_in_no_library(self, x):
+        return jnp.sum(jnp.tanh(x) * 3.0) + jnp.max(x)
+
+
+def entry_point(x):
+    return Kept().a_helper_named_in_no_library(x) * 2.0
+
+
+print(float(jax.jit(entry_point)(jnp.ones((4, 5)))))
+"""
+
+
+@needs_jax
+def test_a_compiled_operation_keeps_no_file_function_or_line_of_what_it_was_compiled_from(tmp_path):
+    """The folder is filled by a solution and read by students: an entry written the way a grading
+    writes one holds no location of the code it came from (no file, no function it called, no
+    line), and a run reading the folder as a grading does, from another file at other lines, finds
+    it: the same settings make the same keys."""
+    folder, first, second = tmp_path / "compiled", tmp_path / "a_file_named_in_no_library.py", tmp_path / "b.py"
+    folder.mkdir()
+    first.write_text(COMPILING, encoding="utf-8")
+    second.write_text("\n" * 17 + COMPILING, encoding="utf-8")
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
+    for script, mode in ((first, "write"), (second, "read")):
+        subprocess.run([sys.executable, str(script), str(folder), mode], check=True, capture_output=True,
+                       env=environment, cwd=Path(__file__).resolve().parents[1])
+        if mode == "write":
+            written = {entry.name: entry.stat().st_mtime_ns for entry in folder.iterdir()}
+    assert any("entry_point" in name for name in written)  # the function compiled names the entry, as JAX names it
+    assert {entry.name: entry.stat().st_mtime_ns for entry in folder.iterdir()} == written  # read, not compiled anew
+    told = located(folder, ["a_helper_named_in_no_library", "a_file_named_in_no_library", "Kept"])
+    assert not told, told

@@ -187,6 +187,13 @@ def use_compiled(jax, compiled: dict) -> None:
     # XLA's own caches name the folder in the compile options, and so in every key: none (they are GPU's)
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0 if write else NEVER)
+    # An entry keeps the source locations of what it was compiled from: the file, function and line of
+    # every operation. The folder is filled by the exercise's solution and read by students' gradings,
+    # so no location is kept at all: no Python frame in any operation's location, no file name. The
+    # same settings apply when reading, since they are part of every entry's key.
+    jax.config.update("jax_traceback_in_locations_limit", -1)
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    jax.config.update("jax_hlo_source_file_canonicalization_regex", ".*")
 
 
 def preload(name: str) -> None:
