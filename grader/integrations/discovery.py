@@ -42,6 +42,8 @@ class Discovery:
     skipped: list[Skipped] = field(default_factory=list)  # not a submission of this exercise
     searched: list[tuple[Path, Path]] = field(default_factory=list)  # (course given, its submitted/ folder)
     given: list[Path] = field(default_factory=list)  # the folders given (a file: its folder), resolved
+    # the rows found outside nbgrader's layout whose id is their name below the folder given, as it is
+    named: set[Submission] = field(default_factory=set, repr=False)
 
     def private(self) -> list[str]:
         """The folders no grading of this class may read: those given, whole (a classmate's other
@@ -65,8 +67,8 @@ def survey(paths: list[Path], exercise_id: str) -> Discovery:
     only notebook or ``.py`` file there. Other assignments and stray files are skipped and listed.
     Elsewhere every ``.py`` or ``.ipynb`` file is graded, its id being its path below the folder
     given. A symbolic link where a submission would be, or a file that resolves outside the path
-    given, is refused: an error row, never read. Ids are unique, and a student's id is always the
-    student's own name.
+    given, is refused: an error row, never read. Ids are unique and depend on the whole class found,
+    never on the order of the paths given or of a listing (``_unique``).
     """
     found = Discovery()
     for given in paths:
@@ -96,7 +98,7 @@ def survey(paths: list[Path], exercise_id: str) -> Discovery:
                 found.skipped.append(Skipped(root, f"another assignment ({root.name}), not {exercise_id}"))
         else:
             _loose(found, root)
-    found.submissions, found.refused = _unique(found.submissions, found.refused)
+    found.submissions, found.refused = _unique(found.submissions, found.refused, found.named)
     return found
 
 
@@ -203,7 +205,8 @@ def _add_file(found: Discovery, path: Path, base: Path, exercise_id: str | None)
         found.skipped.append(Skipped(path, "not a .py or .ipynb file"))
         return
     student = _layout_student(path, exercise_id) if exercise_id else None
-    _add(found, Submission(student or _identify(path, base), path, student), base)
+    identity, named = (student, False) if student else _identify(path, base)
+    _add(found, Submission(identity, path, student), base, named=named)
 
 
 def _layout_student(path: Path, exercise_id: str) -> str | None:
@@ -214,56 +217,99 @@ def _layout_student(path: Path, exercise_id: str) -> str | None:
     return None
 
 
-def _add(found: Discovery, submission: Submission, inside: Path) -> None:
+def _add(found: Discovery, submission: Submission, inside: Path, named: bool = False) -> None:
     path = submission.path
     if path.is_symlink():
-        found.refused.append(replace(submission, refused="is a symbolic link"))
+        row = replace(submission, refused="is a symbolic link")
+        found.refused.append(row)
     elif not path.resolve().is_relative_to(inside.resolve()):
-        found.refused.append(replace(submission, refused=f"resolves outside {inside}"))
+        row = replace(submission, refused=f"resolves outside {inside}")
+        found.refused.append(row)
     else:
-        found.submissions.append(replace(submission, path=path.resolve()))
+        row = replace(submission, path=path.resolve())
+        found.submissions.append(row)
+    if named:
+        found.named.add(row)
 
 
 MAX_ID = 100
+ID_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")  # any other run of characters becomes _ in an id
 
 
-def _identify(path: Path, base: Path) -> str:
-    """A file's id outside nbgrader's layout: its path below the folder given, without suffix. It
-    depends on nothing above that folder, so the same class copied anywhere, on any machine, gets
-    the same ids (and so the same shares)."""
+def _identify(path: Path, base: Path) -> tuple[str, bool]:
+    """A file's id outside nbgrader's layout, and whether that id is its name as it is: its path below
+    the folder given, without suffix, any run of characters other than letters, digits, ``.``, ``_``
+    and ``-`` made ``_`` and ``.`` and ``_`` taken off its ends. It depends on nothing above that
+    folder, so the same class copied anywhere, on any machine, gets the same ids (and so the same
+    shares)."""
     path, base = path.absolute(), base.absolute()
     relative = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
-    identity = re.sub(r"[^A-Za-z0-9._-]+", "_", relative.with_suffix("").as_posix()).strip("._") or "submission"
+    name = relative.with_suffix("").as_posix()
+    identity = ID_CHARACTERS.sub("_", name).strip("._") or "submission"
     if len(identity) > MAX_ID:  # an id names a folder of the results: keep it well inside a file name's limit
         digest = hashlib.sha256(os.fsencode(relative.as_posix())).hexdigest()[:10]
         identity = f"{identity[:MAX_ID - 11]}-{digest}"
-    return identity
+    return identity, identity == name
 
 
-def _unique(submissions: list[Submission], refused: list[Submission]):
-    """One row per file, and one id per row: the same file found twice is graded once; a student
-    keeps the student's own name (the first, if folders of two courses hold the same name), and any
-    other row whose id is taken gets the first free ``<id>-<n>``, never an id that a student or
-    another file has as its own."""
-    seen, graded = set(), []
-    for submission in submissions:
-        if submission.path not in seen:
-            seen.add(submission.path)
-            graded.append(submission)
-    rows = [(s, True) for s in graded] + [(s, False) for s in refused]
-    reserved = {s.id for s, _ in rows}
-    order = sorted(range(len(rows)), key=lambda i: rows[i][0].student is None)  # students first
-    taken, named = set(), {}
-    for index in order:
-        base = rows[index][0].id
-        identity, count = base, 1
-        while identity in taken or (identity != base and identity in reserved):
+def _order(row: Submission) -> tuple:
+    """Where a row stands when two want one id: a student first, then by the id it wants and the
+    name of its file, then by its path (which two rows below one folder given order alike anywhere)."""
+    return row.student is None, row.id, row.path.name, row.path.as_posix()
+
+
+def _numbered(base: str, count: int) -> str:
+    suffix = f"-{count}"
+    return base[:max(1, MAX_ID - len(suffix))] + suffix if len(base) + len(suffix) > MAX_ID else base + suffix
+
+
+def _unique(submissions: list[Submission], refused: list[Submission], named: set[Submission] = frozenset()):
+    """One row per file, and one id per row, a function of the whole class found, never of the order
+    of the paths given or of any listing, so that every machine and every shard gives each file the
+    same id:
+    - the same file found twice is one row (a student's row, else the one wanting the first id);
+    - an own name keeps its id: a student's name, or a file's name below the folder given that is an
+      id as it is (``alice.py``, not ``alice .py``); of two rows with one own name, the first by
+      ``_order`` keeps it (a student before a file, ``alice.ipynb`` before ``alice.py``);
+    - every other row (a name that had to be made an id, or an own name another row keeps) gets, by
+      ``_order``, the first of ``<id>``, ``<id>-2``, ``<id>-3``, ... that is no row's own name, nor
+      another row's id, nor either of them but for letter case (file systems that ignore it would
+      give both one results folder); past ``<id>`` also none any row wants."""
+    graded = _one_row_per_file(submissions, lambda s: s.path)
+    rows = graded + _one_row_per_file(refused, lambda s: s.path)
+    own = [s.student is not None or s in named for s in rows]
+    ordered = sorted(range(len(rows)), key=lambda i: _order(rows[i]))
+    ids: dict[int, str] = {}
+    taken: set[str] = set()
+    for index in ordered:  # own names first
+        if own[index] and rows[index].id not in taken:
+            ids[index] = rows[index].id
+            taken.add(rows[index].id)
+    folded = {identity.casefold() for identity in taken}
+    wanted = {row.id.casefold() for row in rows}
+    for index in ordered:  # then every other row
+        if index in ids:
+            continue
+        base, count = rows[index].id, 1
+        identity = base
+        while identity.casefold() in folded or (count > 1 and identity.casefold() in wanted):
             count += 1
-            identity = f"{base}-{count}"
-        taken.add(identity)
-        named[index] = replace(rows[index][0], id=identity)
-    ordered = [named[i] for i in range(len(rows))]
-    return [s for s, (_, ok) in zip(ordered, rows) if ok], [s for s, (_, ok) in zip(ordered, rows) if not ok]
+            identity = _numbered(base, count)
+        ids[index] = identity
+        folded.add(identity.casefold())
+    named_rows = [replace(row, id=ids[index]) for index, row in enumerate(rows)]
+    return named_rows[:len(graded)], named_rows[len(graded):]
+
+
+def _one_row_per_file(rows: list[Submission], key) -> list[Submission]:
+    """``rows`` less the rows of a file found again, the row kept being the first by ``_order``, in
+    the order found."""
+    first: dict = {}
+    for row in rows:
+        kept = first.get(key(row))
+        if kept is None or _order(row) < _order(kept):
+            first[key(row)] = row
+    return [row for row in rows if first[key(row)] is row]
 
 
 def private_folders(submissions) -> list[str]:
