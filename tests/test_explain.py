@@ -293,8 +293,7 @@ def ended(phase, data, ok=True, error=None):
 def child_run(**phases) -> ChildRun:
     run = ChildRun(finished=True, returncode=0)
     run.phases = {"runtime": ended("runtime", {"tensorflow": "2.21.0", "sandbox": {"applied": True}}),
-                  "load": ended("load", {"class_found": True, "is_layer_subclass": True}),
-                  "embedding": ended("embedding", {"class": "PositionalEmbedding"})}
+                  "load": ended("load", {"class_found": True, "is_layer_subclass": True})}
     run.phases.update({name: ended(name, data) if not isinstance(data, tuple) else ended(name, *data)
                        for name, data in phases.items()})
     return run
@@ -303,8 +302,8 @@ def child_run(**phases) -> ChildRun:
 PLAN = Plan(seeds=3, steps=STEPS, embed_dim=E)
 
 
-def read(run) -> Explanation:
-    return read_run(run, EXERCISE, EXERCISE.solution, "reference", "why", PLAN, {})
+def read(run, norms=None) -> Explanation:
+    return read_run(run, EXERCISE, EXERCISE.solution, "reference", "why", PLAN, {}, norms=norms)
 
 
 def test_the_header_says_what_confined_the_experiments_as_a_grading_header_does():
@@ -340,7 +339,7 @@ def test_a_run_that_sent_nothing_usable_is_an_error_not_a_crash():
     assert explanation.error and "malformed evidence" in explanation.error and explanation.exit_code == 2
     assert [c.verdict for c in explanation.claims] == [INCONCLUSIVE] * 5
     assert_contract(json.loads(json.dumps(explanation.to_json())))
-    garbage = read(child_run(structure={"norm_calls": "2"}, submission_structure={"norm_calls": True}))
+    garbage = read(child_run(structure={"norm_calls": "2"}), norms=child_run(submission_structure={"norm_calls": True}))
     assert garbage.exit_code == 2 and garbage.shared_norm is None
     assert any("malformed" in p for p in garbage.problems)
 
@@ -359,11 +358,40 @@ def test_a_failure_of_the_grader_while_judging_is_its_own_error(monkeypatch):
 
 
 def test_the_reference_subject_recognises_a_shared_submission_from_its_norm_calls():
-    run = child_run(structure=STRUCTURE, seed_0=seed_record(0), seed_1=seed_record(1), seed_2=seed_record(2),
-                    submission_structure={"norm_calls": 2, "distinct_norms": 1})
-    explanation = read(run)
+    run = child_run(structure=STRUCTURE, seed_0=seed_record(0), seed_1=seed_record(1), seed_2=seed_record(2))
+    assert read(run).shared_norm is None  # the experiments' own child never observes the student's encoder
+    explanation = read(run, norms=child_run(submission_structure={"norm_calls": 2, "distinct_norms": 1}))
     assert explanation.shared_norm is True and explanation.exit_code == 0
     assert "2 times with only 1 norm layer" in explanation.subject_reason
+
+
+def test_an_experiment_job_carries_no_reference_and_closes_what_grading_closes(tmp_path):
+    """Reads as a grading's: the grader's allow-list (no solution, exercise file, check or judge module
+    granted; the package and the clone closed) and the submission's folder closed; and nothing of any
+    solution's code in the job (tests/test_explain_containment.py looks inside the running child)."""
+    import re
+
+    from grader.exercises.reads import policy
+    from grader.location import EXERCISES_DIR, PACKAGE_DIR, SOLUTIONS_DIR
+
+    path = tmp_path / "submitted" / "exercise3.py"
+    solutions = [exercise.solution.read_text(encoding="utf-8") for exercise in exercises.EXERCISES.values()]
+    lines = {line.strip() for text in solutions
+             for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", text, flags=re.S)
+             for line in block.splitlines() if len(line.strip()) >= 20}
+    assert len(lines) > 50
+    for mode in ("experiments", "norms"):
+        job = explain_module.experiment_job(EXERCISE, path, mode, SMALL, 0, SETTINGS)
+        assert job["mode"] == mode and job["probe"] == "grader.explain.phases"
+        sent = json.dumps(job)
+        assert [line for line in lines if line in sent] == []
+        assert job["reads"] == {key: list(value) for key, value in policy().items()}
+        assert str(path.parent) in job["private"]
+        granted = [os.path.realpath(p) for p in job["reads"]["grant"]]
+        for folder in (SOLUTIONS_DIR, EXERCISES_DIR, PACKAGE_DIR / "judge", PACKAGE_DIR / "judging"):
+            assert not [p for p in granted if p.startswith(os.path.realpath(folder) + os.sep)]
+        assert not [p for p in granted if os.path.basename(p).startswith("checks.")]
+        assert os.path.realpath(PACKAGE_DIR) in job["reads"]["closed"]
 
 
 # --------------------------------------------------------------------------- rendering

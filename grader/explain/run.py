@@ -7,8 +7,14 @@ otherwise the reference encoder is, and the explanation says why (and, from
 the student's own encoder, whether it shares one norm between both places).
 The experiments run in a grading child (``grader.sandbox.process.Child``, the probe
 ``grader/explain/phases.py``): the same scratch copy, time and memory
-limits and Landlock confinement as grading. The parent never imports
-TensorFlow; it checks the form of every number the child sends and decides
+limits, Landlock allow-list of readable files and closed submission folder as
+grading. A child holds one encoder's code and the grader's experiments, whose
+classifier is built of Keras's own layers: a child running the student's
+encoder holds nothing of a reference, and the child running the reference
+encoder holds nothing of the student's. When the reference is the subject, the
+student's encoder is observed in a child of its own, which sends back two
+counts (its norm calls and its distinct norms). The parent never imports
+TensorFlow; it checks the form of every number a child sends and decides
 each claim's verdict itself (``grader.explain.claims``). An explanation is
 information, never a score.
 """
@@ -151,16 +157,9 @@ def choose_subject(verdict: Verdict) -> tuple[str, str]:
 
 def _experiment(exercise, path: Path, subject: str, reason: str, student_source: str | None, settings: Settings,
                 plan: Plan, seed: int, say, context: dict) -> Explanation:
+    """The experiments in one child, on the student's encoder or on the reference's; beside the reference,
+    the student's encoder in a child of its own, for its norm counts only."""
     subject_source = student_source if subject == "student" else exercise.solution.read_text(encoding="utf-8")
-    job = child_job(
-        exercise, settings.memory_mb, reads=grading_reads(), probe="grader.explain.phases",
-        public={"constructor_arguments": plan.encoder_dims},
-        experiment=plan.experiment(seed),
-        embedding_source=exercises.get("exercise1").solution.read_text(encoding="utf-8"),
-        # the student's encoder, only to observe how it applies its norms (after the experiments)
-        student_source=student_source if subject == "reference" else None,
-        backend=settings.backend,
-    )
     say(f"Running the experiments on the {'reference' if subject == 'reference' else 'your'} encoder "
         f"({plan.seeds} seeds x 2 variants x {plan.steps} steps) …")
 
@@ -171,14 +170,41 @@ def _experiment(exercise, path: Path, subject: str, reason: str, student_source:
         return None
 
     started = time.perf_counter()
-    run = Child(job, subject_source, settings.timeout, settings.memory_mb, respond=respond).wait()
+    norms = None
+    if subject == "reference" and student_source is not None:  # started first: it ends well before the training
+        norms = Child(experiment_job(exercise, path, "norms", plan, seed, settings), student_source,
+                      settings.timeout, settings.memory_mb)
+    try:
+        run = Child(experiment_job(exercise, path, "experiments", plan, seed, settings), subject_source,
+                    settings.timeout, settings.memory_mb, respond=respond).wait()
+    except BaseException:
+        if norms is not None:
+            norms.kill()
+            norms.wait()
+        raise
+    if norms is not None:
+        say("Observing how your encoder applies its norms …")
+        norms = norms.wait()
     context = dict(context, experiment_seconds=round(time.perf_counter() - started, 2))
-    return read_run(run, exercise, path, subject, reason, plan, context)
+    return read_run(run, exercise, path, subject, reason, plan, context, norms=norms)
+
+
+def experiment_job(exercise, path: Path, mode: str, plan: Plan, seed: int, settings: Settings) -> dict:
+    """The job of an experiment child: the plan's sizes and seeds, and what a grading child of ``path``
+    may read (the grader's allow-list, with the submission's folder closed as grading closes it).
+    Nothing of any reference travels in it: the classifier is built in the child of Keras's own layers."""
+    return child_job(
+        exercise, settings.memory_mb, reads=grading_reads(), probe="grader.explain.phases",
+        public={"constructor_arguments": plan.encoder_dims},
+        private=[*settings.private, str(path.parent)],
+        mode=mode, experiment=plan.experiment(seed), backend=settings.backend,
+    )
 
 
 def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, plan: Plan,
-             context: dict) -> Explanation:
-    """The explanation from what the experiment child sent: every record checked for form first."""
+             context: dict, norms: ChildRun | None = None) -> Explanation:
+    """The explanation from what the experiment child sent (and, beside a reference subject, the child
+    that observed the student's encoder: ``norms``): every record checked for form first."""
     context = dict(context)
     problems: list[str] = []
     error = _run_error(run, subject)
@@ -220,7 +246,7 @@ def read_run(run: ChildRun, exercise, path: Path, subject: str, reason: str, pla
             problems.append(f"seed {index + 1} was reported in a malformed way ({exc})")
 
     shared_norm = None
-    record = run.phases.get("submission_structure")
+    record = norms.phases.get("submission_structure") if norms is not None else None
     if record is not None and record.get("ok") and isinstance(record.get("data"), dict):
         calls, distinct = record["data"].get("norm_calls"), record["data"].get("distinct_norms")
         if all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1000 for v in (calls, distinct)):
@@ -267,9 +293,6 @@ def _run_error(run: ChildRun, subject: str) -> str | None:
         return f"{who} could not be loaded for the experiments: {_describe((load or {}).get('error'))}"
     if not (load.get("data") or {}).get("is_layer_subclass"):
         return f"{who} is not a Keras layer class"
-    embedding = run.phases.get("embedding")
-    if embedding is not None and not embedding.get("ok"):
-        return f"the grader could not build the classifier's embedding: {_describe(embedding.get('error'))}"
     if run.timed_out and run.phases.get("structure") is None:
         return "the experiments did not start within the time limit; try a longer --timeout"
     return None
