@@ -1,6 +1,6 @@
 """How long each writer of a verdict takes on adversarial text at the size bound, against half of it.
 
-A check's message may quote a submission's text up to ``grader.protocol.text.MAX_MESSAGE``
+A check's message may quote a submission's text up to ``grader.protocol.limits.MAX_MESSAGE``
 characters. Every writer downstream must be linear in it: this times Gradescope's Markdown,
 PrairieLearn's JSON, the terminal report (Rich, 80 columns), the class page's escaping, CSV and
 JSON, each on the adversarial texts of tests/test_text_bounds.py grown to the bound and to half of
@@ -26,7 +26,7 @@ from rich.console import Console  # noqa: E402
 
 from grader.integrations import platforms  # noqa: E402
 from grader.integrations.class_report import e  # noqa: E402
-from grader.protocol import text  # noqa: E402
+from grader.protocol import limits  # noqa: E402
 from grader.report import render  # noqa: E402
 from grader.verdict import CheckResult, summarise  # noqa: E402
 
@@ -66,11 +66,11 @@ def seconds(function, repeat: int = 3) -> float:
 
 
 def main() -> int:
-    print(f"message bound: {text.MAX_MESSAGE:,} characters")
+    print(f"message bound: {limits.MAX_MESSAGE:,} characters")
     worst = 0.0
     for name, pattern in PATTERNS.items():
-        full = (pattern * (text.MAX_MESSAGE // len(pattern) + 1))[:text.MAX_MESSAGE]
-        half = full[:text.MAX_MESSAGE // 2]
+        full = (pattern * (limits.MAX_MESSAGE // len(pattern) + 1))[:limits.MAX_MESSAGE]
+        half = full[:limits.MAX_MESSAGE // 2]
         at_full, at_half = writers(verdict_of(full)), writers(verdict_of(half))
         for writer in at_full:
             big, small = seconds(at_full[writer]), seconds(at_half[writer])

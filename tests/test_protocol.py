@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from grader.protocol import wire
+from grader.protocol import limits, wire
 from grader.sandbox.evidence import ChildRun, RecordParser
 from grader.sandbox.process import WAKE_SECONDS, GradingProcess, signal_name
 
@@ -193,7 +193,8 @@ def test_a_call_trace_whose_links_the_tracer_could_not_have_made_is_untrusted():
 def test_long_field_names_and_overlong_records_are_untrusted():
     key = "k" * 2000 + "\U0001f600"  # a name of 4-byte characters would be kept for the whole grading
     assert "field name" in _parse(_records(dict(END, data={key: 1}))).protocol_error
-    long = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": {"a": "' + b"x" * (9 << 20) + b'"}}\n'
+    long = b'{"event": "end", "phase": "x", "ok": true, "error": null, "data": {"a": "' + \
+        b"x" * limits.MAX_RECORD_BYTES + b'"}}\n'
     assert "too long" in _parse(long).protocol_error
 
 

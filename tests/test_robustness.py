@@ -206,6 +206,7 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
     60 000 characters keeps its verdict, its message cut to exactly the limit."""
     from grader import exercises
     from grader.judging import exchange
+    from grader.protocol import limits
     from grader.verdict import CheckResult
 
     declared = declared_checks(exercises.get("exercise3"))
@@ -215,7 +216,7 @@ def test_a_message_cut_by_the_judge_is_one_the_grader_accepts():
                             points=0.0, max_points=checks[0].max_points, message="value " + "x" * 60_000)
     read = exchange.read_answer(exchange.encode(exchange.answer(checks)), declared)
     message = read["checks"][0].message
-    assert len(message) == exchange.MAX_MESSAGE and message.endswith("message cut]")
+    assert len(message) == limits.MAX_MESSAGE and message.endswith("message cut]")
     assert [c.status for c in read["checks"]] == [c.status for c in checks]
 
 

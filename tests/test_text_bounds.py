@@ -20,21 +20,21 @@ import pytest
 from rich.console import Console
 
 from grader.integrations import platforms
-from grader.protocol import text
+from grader.protocol import limits, text
 from grader.sandbox.evidence import ChildRun, RecordParser
 from grader.verdict import CheckResult, summarise
 
 # text a student's code can put in a message: an exception's name or message, a config value
 ADVERSARIAL = {
-    "backticks": "`" * text.MAX_TEXT,
-    "backtick_runs": "".join("`" * (i % 7 + 1) + "x" for i in range(text.MAX_TEXT // 5)),
-    "brackets": "[" * (text.MAX_TEXT // 2) + "]" * (text.MAX_TEXT // 2),
-    "rich_markup": "[bold red]" * (text.MAX_TEXT // 10),
-    "html": "<script>alert(1)</script><img src=x onerror=alert(2)>" * (text.MAX_TEXT // 50),
-    "markdown": "# *_[x](javascript:alert(3))_* \\" * (text.MAX_TEXT // 32),
-    "control": "\x1b[31m\x1b]8;;http://x\x07link\x1b]8;;\x07\r\x00\x08" * (text.MAX_TEXT // 30),
-    "newlines": "\n" * text.MAX_TEXT,
-    "quotes": "\",'\n\"" * (text.MAX_TEXT // 6),
+    "backticks": "`" * limits.MAX_TEXT,
+    "backtick_runs": "".join("`" * (i % 7 + 1) + "x" for i in range(limits.MAX_TEXT // 5)),
+    "brackets": "[" * (limits.MAX_TEXT // 2) + "]" * (limits.MAX_TEXT // 2),
+    "rich_markup": "[bold red]" * (limits.MAX_TEXT // 10),
+    "html": "<script>alert(1)</script><img src=x onerror=alert(2)>" * (limits.MAX_TEXT // 50),
+    "markdown": "# *_[x](javascript:alert(3))_* \\" * (limits.MAX_TEXT // 32),
+    "control": "\x1b[31m\x1b]8;;http://x\x07link\x1b]8;;\x07\r\x00\x08" * (limits.MAX_TEXT // 30),
+    "newlines": "\n" * limits.MAX_TEXT,
+    "quotes": "\",'\n\"" * (limits.MAX_TEXT // 6),
 }
 
 
@@ -48,18 +48,19 @@ def test_cut_keeps_within_its_limit_its_marker_included_and_ends_at_a_word():
         if len(words) > limit >= len(text.MARKER) + text.WORD_SEARCH:
             assert cut.endswith(text.MARKER)
     assert text.cut("alpha beta gamma delta", 17) == "alpha [… cut]"  # never "alpha bet"
-    assert len(text.cut("y" * 50_002, text.MAX_MESSAGE, "\n[… message cut]")) == text.MAX_MESSAGE
+    assert len(text.cut("y" * 50_002, limits.MAX_MESSAGE, "\n[… message cut]")) == limits.MAX_MESSAGE
 
 
 def test_every_string_a_grading_process_sends_is_cut_where_its_record_arrives():
     record = {"event": "end", "phase": "load", "ok": False, "data": {"names": ["n" * 90_000]},
-              "error": {"type": "`" * 60_000, "message": "m" * 60_000, "traceback": "t" * 60_000}}
+              "error": {"type": "`" * 60_000, "message": "m" * 60_000,
+                        "student_frames": [{"line": 1, "function": "f" * 60_000, "code": "t" * 60_000}]}}
     parser = RecordParser(ChildRun())
     parser.feed(json.dumps(record).encode() + b"\n")
     parser.finish()
     arrived = parser.run.phases["load"]
-    strings = [arrived["data"]["names"][0], *arrived["error"].values()]
-    assert all(len(s) <= text.MAX_TEXT for s in strings if isinstance(s, str))
+    strings = [arrived["data"]["names"][0], *arrived["error"].values(), *arrived["error"]["student_frames"][0].values()]
+    assert all(len(s) <= limits.MAX_TEXT for s in strings if isinstance(s, str))
     assert arrived["error"]["type"].startswith("`" * 100)
 
 
@@ -92,7 +93,7 @@ def test_code_spans_are_paired_as_markdown_pairs_them_in_linear_time():
 
 def _verdict_quoting(attack: str):
     message = f"Observed: your layer raised {attack}.\nExpected: {attack}\nWhy it matters: {attack}"
-    message = text.cut(message, text.MAX_MESSAGE)
+    message = text.cut(message, limits.MAX_MESSAGE)
     checks = [CheckResult("api.constructor", "The constructor", "api", "failed", 0.0, 1.0, message),
               CheckResult("config.own_keys", "Own keys", "config", "passed", 1.0, 1.0, "")]
     return summarise("exercise3", "/class/" + attack[:80] + ".py", checks,

@@ -73,6 +73,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
     """Every phase of one job, then leave the process (never returns)."""
     from ..sandbox.confine import confine
     from ..probe.direct_calls import DirectCalls
+    from ..protocol import limits
 
     submission = job["submission"]
     scratch = os.path.dirname(submission)
@@ -133,7 +134,7 @@ def run_job(job: dict, stream, setup: dict) -> None:
         data["defined_names"] = sorted(
             name for name, value in vars(module).items()
             if (isinstance(value, type) or inspect.isfunction(value)) and not name.startswith("_")
-        )[:50]
+        )[:limits.MAX_NAMES]
         data["signature_error"] = None
         gradable = data["is_callable"] and not data["is_class"] if job["kind"] == "function" \
             else data["is_layer_subclass"]

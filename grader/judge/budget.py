@@ -22,8 +22,9 @@ import re
 
 import numpy as np
 
+from ..protocol import limits
+
 BUDGET = 500_000_000  # element operations for one grading's replays and references
-MAX_ELEMENTS = 2_000_000  # in any one array a step makes (16 MB of float64; a correct layer's largest: thousands)
 DEFAULT_MAX_AXIS = 64  # the largest size of a batch, sequence or heads axis, until a job sets its own
 
 
@@ -72,9 +73,9 @@ def check_axes(shape, what: str) -> None:
 def charge(operations: float, elements: float = 0) -> None:
     """Count ``operations`` element operations, making arrays of ``elements``, before they run."""
     global _spent
-    if elements > MAX_ELEMENTS:
+    if elements > limits.MAX_ARRAY_ELEMENTS:
         raise TooLarge(f"a step of the call would make an array of {int(elements):,} values, more than the grader "
-                       f"computes ({MAX_ELEMENTS:,})")
+                       f"computes ({limits.MAX_ARRAY_ELEMENTS:,})")
     _spent += int(operations)
     if _spent > BUDGET:
         raise TooLarge(f"recomputing the call would take more than the {BUDGET:,} operations the grader spends "

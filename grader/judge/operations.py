@@ -36,6 +36,7 @@ from autograd.extend import defvjp, primitive
 from autograd.tracer import Box, getval
 
 from .. import keras_ops
+from ..protocol import limits
 from . import budget, ops
 
 ReplayFailed = budget.ReplayFailed
@@ -44,7 +45,7 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
 MAX_RANK = 16
-MAX_ITEMS = 64  # items of a list argument, parts of a result
+MAX_ITEMS = limits.MAX_OP_ITEMS  # items of a list argument, parts of a result
 MAX_INT = 1 << 40
 EPSILON = 1e-7  # keras.backend.epsilon()
 FLOAT32_LOWEST = float(np.finfo(np.float32).min)

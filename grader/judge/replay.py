@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..protocol import records
+from ..protocol import limits, records
 from . import budget, ops, tape
 
 # kinds the child reports (grader/probe/tracing.py), and what the replay does with them
@@ -277,8 +277,8 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
     if depth > MAX_GLUE_DEPTH:
         raise ReplayFailed(f"the input {name!r} of {_label(event)} was made through more layers than the grader "
                            "follows")
-    if len(container["ops"]) > tape.MAX_OPS or container.get("ops_truncated"):
-        raise ReplayFailed(f"{label} are more than the grader follows ({tape.MAX_OPS})")
+    if len(container["ops"]) > limits.MAX_OPS or container.get("ops_truncated"):
+        raise ReplayFailed(f"{label} are more than the grader follows ({limits.MAX_OPS})")
     needed, pending = set(), [made_op]
     while pending:
         position = pending.pop()
@@ -404,7 +404,7 @@ def _made_by(reference) -> tuple:
     if tag == "op" and isinstance(value, int) and not isinstance(value, bool):
         return value, None
     if tag == "part" and isinstance(value, list) and len(value) == 2 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value) and 0 <= value[1] < tape.MAX_PARTS:
+            isinstance(v, int) and not isinstance(v, bool) for v in value) and 0 <= value[1] < limits.MAX_OP_ITEMS:
         return value[0], value[1]
     return None, None
 

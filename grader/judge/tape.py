@@ -24,13 +24,11 @@ import math
 import numpy as np
 from autograd.tracer import getval
 
+from ..protocol import limits
 from . import budget, operations
 
-MAX_OPS = 400
-MAX_CONSTANT = 4
 ReplayFailed = budget.ReplayFailed
 OPERATIONS = operations.OPERATIONS
-MAX_PARTS = operations.MAX_ITEMS  # tensors one operation gives (a split, top_k's values and indices)
 
 
 # --------------------------------------------------------------------------- form
@@ -41,8 +39,8 @@ def check_form(event: dict, label: str) -> list[dict]:
     naming the first op the layer's result depends on that the grader cannot recompute (and the
     student's line). An op whose result nothing uses (a debugging line) is not recomputed."""
     records = event.get("ops")
-    if not isinstance(records, list) or len(records) > MAX_OPS or event.get("ops_truncated"):
-        raise ReplayFailed(f"{label} runs more operations than the grader follows ({MAX_OPS})")
+    if not isinstance(records, list) or len(records) > limits.MAX_OPS or event.get("ops_truncated"):
+        raise ReplayFailed(f"{label} runs more operations than the grader follows ({limits.MAX_OPS})")
     for position, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("op"), str) or \
                 not isinstance(record.get("args"), list) or not isinstance(record.get("kwargs"), dict):
@@ -52,7 +50,8 @@ def check_form(event: dict, label: str) -> list[dict]:
         output, outputs = record.get("output"), record.get("outputs")
         if output is not None and not isinstance(output, np.ndarray):
             raise ReplayFailed(f"{label}'s operation {position} has a malformed output")
-        if outputs is not None and (not isinstance(outputs, list) or len(outputs) > MAX_PARTS or output is not None
+        if outputs is not None and (not isinstance(outputs, list) or len(outputs) > limits.MAX_OP_ITEMS
+                                    or output is not None
                                     or not all(isinstance(o, np.ndarray) for o in outputs)):
             raise ReplayFailed(f"{label}'s operation {position} has malformed outputs")
     _check_argument(event.get("result"), len(records), label)
@@ -119,14 +118,14 @@ def _check_argument(argument, position: int, label: str, depth: int = 0) -> None
     elif tag == "part":
         if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
                                                                     for v in value)
-                and 0 <= value[0] < position and 0 <= value[1] < MAX_PARTS):
+                and 0 <= value[0] < position and 0 <= value[1] < limits.MAX_OP_ITEMS):
             raise ReplayFailed(f"{label}'s operation {position} uses a result of an operation that did not run "
                                "before it")
     elif tag == "source":
         if not isinstance(value, str):
             raise ReplayFailed(f"{label}'s operation {position} has a malformed argument")
     elif tag == "constant":
-        if not isinstance(value, np.ndarray) or value.size > MAX_CONSTANT or value.ndim > 2:
+        if not isinstance(value, np.ndarray) or value.size > limits.MAX_CONSTANT or value.ndim > 2:
             raise ReplayFailed(f"{label}'s operation {position} uses a constant tensor larger than the grader "
                                "accepts")
     elif tag == "list":

@@ -18,15 +18,15 @@ import signal
 import threading
 import time
 
+from ..protocol.limits import MAX_ANSWER_BYTES
 from ..sandbox import forkserver
 from ..sandbox.pipes import CUT, read_capped, readable, write_all
-from . import exchange
 
 # What one judge may hold: its address space, and where the grader can make control groups, its
 # memory in all (a group of its own). The judge server, forked, is about 125 MB of address space; a
-# correct submission's judge holds about 45 MB; the largest weights a layer may report (grader.protocol.
-# job.MAX_WEIGHT_ELEMENTS) fit with room to spare. A grader running J gradings at once runs at most
-# J judges: J times this in all.
+# correct submission's judge holds about 45 MB; the largest request a judge reads (grader.protocol.
+# limits.MAX_REQUEST_BYTES: the evidence and the secrets at their limits) fits with room to spare. A
+# grader running J gradings at once runs at most J judges: J times this in all.
 JUDGE_MEMORY_MB = 512
 JUDGE_PROCESSES = 8
 JUDGE_GRACE = 15.0  # seconds a judge gets beyond its checks' own time limit before it is killed
@@ -111,7 +111,7 @@ class JudgeRun:
         self._result: tuple[bytes | None, str | None] | None = None
         self._writer = threading.Thread(target=_deliver, args=(request_write, request), daemon=True)
         self._reader = threading.Thread(target=read_capped, daemon=True,
-                                        args=(answer_read, self._answer, exchange.MAX_ANSWER_BYTES))
+                                        args=(answer_read, self._answer, MAX_ANSWER_BYTES))
         self._writer.start()
         self._reader.start()
 

@@ -6,7 +6,11 @@ grading process ended, then one line per phase record, each exactly as it
 passed the grader's checks on arrival. An answer is one JSON object: the
 results of the checks, or why there are none. The grader reads an answer only
 after checking its form (``read_answer``): a judge runs the grader's own code,
-but on data a submission chose.
+but on data a submission chose. Both readers are total: whatever the bytes,
+``read_request`` returns or raises ``BadRequest``, ``read_answer`` returns or
+raises ``BadAnswer``. Their bounds are the grader's (``grader.protocol.limits``):
+a request is at most ``MAX_REQUEST_BYTES``, derived from the evidence's and the
+secrets' own, an answer at most ``MAX_ANSWER_BYTES``, derived from the message's.
 """
 
 from __future__ import annotations
@@ -14,18 +18,20 @@ from __future__ import annotations
 import json
 import math
 
-from ..protocol import text, wire
+from ..protocol import limits, text, wire
 from ..sandbox.evidence import ChildRun
 from ..verdict import CHECK_STATUSES, TOPICS, CheckResult
 
-MAX_ANSWER_BYTES = 4 * 1024 * 1024  # every check's message; a real answer is a few tens of KB
-MAX_MESSAGE = text.MAX_MESSAGE  # characters of one check's message: a judge cuts a longer one to exactly this
 RUN_FIELDS = ("started", "finished", "timed_out", "memory_exceeded", "returncode", "signal_name", "stdout",
               "stderr", "seconds", "protocol_error")
 
 
 class BadAnswer(ValueError):
     """A judge's answer that does not have the form the grader expects."""
+
+
+class BadRequest(ValueError):
+    """A request a judge cannot read."""
 
 
 def request(exercise_id: str, job: dict, secrets: dict | None, run: ChildRun, checks_timeout: float) -> bytes:
@@ -37,15 +43,33 @@ def request(exercise_id: str, job: dict, secrets: dict | None, run: ChildRun, ch
 
 
 def read_request(data: bytes) -> tuple[dict, ChildRun]:
-    """(header, run) from a request: the judge's side, so the grader's own bounds need no repeating."""
-    first, _, rest = data.partition(b"\n")
-    header = wire.decode(json.loads(first.decode("utf-8")))
-    run = ChildRun(**header.pop("run"))
-    for line in rest.split(b"\n"):
-        if line.strip():
-            record = wire.loads(line)
-            run.phases[record["phase"]] = record
-    return header, run
+    """(header, run) from a request: the judge's side. The grader checked every record against the
+    bounds of one record and of the evidence as it forwards them (``records.arrived``), and the request
+    as a whole is bounded by what the judge reads, so the lines are not bounded again one by one.
+    Raises BadRequest, and nothing else."""
+    try:
+        if len(data) > limits.MAX_REQUEST_BYTES:
+            raise BadRequest(f"a request of {len(data):,} bytes, more than the {limits.MAX_REQUEST_BYTES:,} a judge "
+                             "reads")
+        first, _, rest = data.partition(b"\n")
+        header = wire.loads(first, max_bytes=None, max_values=None)
+        if not isinstance(header, dict) or not isinstance(header.get("run"), dict) or \
+                set(header["run"]) != set(RUN_FIELDS) or not isinstance(header.get("exercise"), str):
+            raise BadRequest("the request's header is malformed")
+        run = ChildRun(**header.pop("run"))
+        for line in rest.split(b"\n"):
+            if line.strip():
+                record = wire.loads(line, max_bytes=None, max_values=None)
+                if not isinstance(record, dict) or not isinstance(record.get("phase"), str):
+                    raise BadRequest("a record of the request has no phase")
+                run.phases[record["phase"]] = record
+        return header, run
+    except BadRequest:
+        raise
+    except wire.WireError as exc:
+        raise BadRequest(f"the request is not the evidence the grader forwards ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke
+        raise BadRequest(f"the request cannot be read ({type(exc).__name__})") from None
 
 
 def answer(checks: list[CheckResult] | None = None, overran: str | None = None, failed: str | None = None,
@@ -63,12 +87,23 @@ def encode(answer: dict, peak_mb: float | None = None, cpu_seconds: float | None
 
 
 def _cut(message: str) -> str:
-    return text.cut(message, MAX_MESSAGE, "\n[… message cut]")
+    return text.cut(message, limits.MAX_MESSAGE, "\n[… message cut]")
 
 
 def read_answer(data: bytes, declared: list[dict]) -> dict:
     """The answer, with its checks as CheckResults, every field checked against the checks the
-    exercise declares (``declared``); raises BadAnswer."""
+    exercise declares (``declared``); raises BadAnswer, and nothing else."""
+    try:
+        return _read_answer(data, declared)
+    except BadAnswer:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke
+        raise BadAnswer(f"it cannot be read ({type(exc).__name__})") from None
+
+
+def _read_answer(data: bytes, declared: list[dict]) -> dict:
+    if len(data) > limits.MAX_ANSWER_BYTES:
+        raise BadAnswer(f"it is longer than the {limits.MAX_ANSWER_BYTES:,} bytes a judge may answer")
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -100,27 +135,29 @@ def read_answer(data: bytes, declared: list[dict]) -> dict:
 
 
 def _text_or_none(value: str | None) -> str | None:
-    return None if value is None else text.cut(value, MAX_MESSAGE)
+    return None if value is None else text.cut(value, limits.MAX_MESSAGE)
 
 
 def _check(item, by_id: dict, seen: set) -> CheckResult:
     if not isinstance(item, dict):
         raise BadAnswer("a check is not an object")
     check_id = item.get("id")
-    if check_id not in by_id or check_id in seen:
+    if not isinstance(check_id, str) or check_id not in by_id or check_id in seen:
         raise BadAnswer(f"check {str(check_id)[:80]!r} is not one of the exercise's, or is repeated")
     seen.add(check_id)
     declared = by_id[check_id]
     status, points, message, cause = item.get("status"), item.get("points"), item.get("message"), item.get("cause")
-    if status not in CHECK_STATUSES or item.get("topic") not in TOPICS or item.get("topic") != declared["topic"]:
+    topic = item.get("topic")
+    if not isinstance(status, str) or status not in CHECK_STATUSES or not isinstance(topic, str) \
+            or topic not in TOPICS or topic != declared["topic"]:
         raise BadAnswer(f"check {check_id} has an unknown status or topic")
     if not isinstance(points, (int, float)) or isinstance(points, bool) or not math.isfinite(points):
         raise BadAnswer(f"check {check_id} has no number of points")
     if points != (declared["points"] if status == "passed" else 0.0):
         raise BadAnswer(f"check {check_id} has points it cannot have")
-    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+    if not isinstance(message, str) or len(message) > limits.MAX_MESSAGE:
         raise BadAnswer(f"check {check_id} has no message, or one too long")
-    if cause is not None and cause not in by_id:
+    if cause is not None and (not isinstance(cause, str) or cause not in by_id):
         raise BadAnswer(f"check {check_id} names an unknown cause")
     return CheckResult(id=check_id, title=declared["title"], topic=declared["topic"], status=status,
                        points=float(points), max_points=float(declared["points"]), message=message, cause=cause)

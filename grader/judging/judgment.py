@@ -36,6 +36,9 @@ def judge(exercise_id: str, job: dict, secrets: dict, run: ChildRun, checks_time
 
 def judge_request(data: bytes) -> dict:
     """The answer to a whole request (``exchange.request``); a judge that runs out of memory
-    reading it answers so itself (``server.run_judge``)."""
-    header, run = exchange.read_request(data)
+    reading it answers so itself (``server.run_judge``), and one that cannot read it says why."""
+    try:
+        header, run = exchange.read_request(data)
+    except exchange.BadRequest as exc:
+        return exchange.answer(failed=f"the grader's judge could not read the evidence it was given ({exc})")
     return judge(header["exercise"], header["job"], header["secrets"], run, header["checks_timeout"])

@@ -15,7 +15,6 @@ import os
 import resource
 
 DESCRIPTORS = 2
-MAX_REQUEST_BYTES = 64 * 1024 * 1024  # the grader's evidence bounds, with room for the secrets
 
 
 def main() -> None:
@@ -69,6 +68,7 @@ def limits_of(request) -> dict:
 
 def run_judge(descriptors: list[int], limits: dict) -> None:
     """A judge (in the fork): never returns."""
+    from ..protocol.limits import MAX_REQUEST_BYTES
     from ..sandbox.pipes import write_all
     from .judgment import judge_request
     from .exchange import answer, encode
@@ -84,7 +84,11 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         data = _read_all(request_fd, MAX_REQUEST_BYTES)
         os.close(request_fd)
-        judged = judge_request(data)
+        if data is None:
+            judged = answer(failed=f"the grader's judge was given more than the {MAX_REQUEST_BYTES:,} bytes "
+                                   "of evidence it reads")
+        else:
+            judged = judge_request(data)
         del data
         usage = resource.getrusage(resource.RUSAGE_SELF)
         write_all(answer_fd, encode(judged, round(usage.ru_maxrss / 1024, 1),
@@ -100,7 +104,8 @@ def run_judge(descriptors: list[int], limits: dict) -> None:
         os._exit(code)
 
 
-def _read_all(fd: int, limit: int) -> bytes:
+def _read_all(fd: int, limit: int) -> bytes | None:
+    """Everything on ``fd``, or None once it is more than ``limit`` bytes."""
     chunks, total = [], 0
     while True:
         block = os.read(fd, 1 << 20)
@@ -108,7 +113,7 @@ def _read_all(fd: int, limit: int) -> bytes:
             return b"".join(chunks)
         total += len(block)
         if total > limit:
-            raise ValueError("the request is larger than a judge reads")
+            return None
         chunks.append(block)
 
 

@@ -41,12 +41,10 @@ import keras
 import numpy as np
 
 from .. import keras_ops
+from ..protocol import limits
 from ..protocol.records import WEIGHT_SOURCE
 from . import runtime
 
-MAX_OPS = 400  # per layer call: a correct pooling or helper layer runs a handful
-MAX_CONSTANT = 4  # elements of a tensor made outside the tape that may travel as a value
-MAX_PARTS = 64  # tensors of one operation's result that are recorded (a split, top_k's values and indices)
 # functions whose result is a plain value the tape carries as one, and keras.activations' lookups
 _NOT_OPERATIONS = keras_ops.VALUES | {"serialize", "deserialize", "get", "SeedGenerator"}
 _TF_MODULES = ("", "math", "nn", "linalg", "dtypes")  # where TensorFlow's public functions live
@@ -112,7 +110,8 @@ class OpTape:
         if known is not None:
             return known
         if isinstance(value, (list, tuple)):
-            return {"list": [self.reference(v, depth + 1) for v in value[:64]]}
+            # one item past the limit at most: the replay sees a list longer than it follows, never a cut one
+            return {"list": [self.reference(v, depth + 1) for v in value[:limits.MAX_OP_ITEMS + 1]]}
         if isinstance(value, slice):
             return {"slice": [_plain_scalar(value.start), _plain_scalar(value.stop), _plain_scalar(value.step)]}
         if value is Ellipsis:
@@ -125,7 +124,7 @@ class OpTape:
             data = array(value)
             if data is None:
                 return {"unknown": "a tensor the grader cannot read"}
-            if data.size <= MAX_CONSTANT:
+            if data.size <= limits.MAX_CONSTANT:
                 return {"constant": data}
             return {"unknown": [int(d) for d in data.shape]}
         name = _dtype_name(value)
@@ -136,7 +135,7 @@ class OpTape:
     def record(self, name: str, args: tuple, kwargs: dict, output, via: str | None = None) -> None:
         from .tensors import array, is_tensor
 
-        if len(self.records) >= MAX_OPS:
+        if len(self.records) >= limits.MAX_OPS:
             self.truncated = True
             return
         line, code = _student_line()
@@ -146,7 +145,7 @@ class OpTape:
         if via:
             record["via"] = via
         position = len(self.records)
-        if isinstance(output, (tuple, list)) and output and len(output) <= MAX_PARTS and all(
+        if isinstance(output, (tuple, list)) and output and len(output) <= limits.MAX_OP_ITEMS and all(
                 is_tensor(part) for part in output):
             parts = [array(part) for part in output]
             if all(part is not None for part in parts):

@@ -16,8 +16,8 @@ import secrets as _system_random
 
 import numpy as np
 
-MAX_VARIABLES = 2000
-MAX_WEIGHT_ELEMENTS = 5_000_000  # a correct layer of these exercises has a few thousand
+from . import limits
+
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SGD_LEARNING_RATE = 0.05
 
@@ -129,11 +129,23 @@ def sequence_inputs(rng, batch: int, length: int, embed_dim: int) -> dict:
 
 
 def validated_variables(build: dict) -> list[dict]:
-    """The variables of a build report, checked for form and size."""
+    """The variables of a build report, checked for form and against the limits the probe applies
+    before it reports them (``limits.variables_problem``); raises BadBuildReport, and nothing else."""
+    try:
+        return _validated_variables(build)
+    except BadBuildReport:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a report that breaks its own checking is malformed
+        raise BadBuildReport(f"the report cannot be read ({type(exc).__name__})") from None
+
+
+def _validated_variables(build: dict) -> list[dict]:
     variables = build.get("variables") if isinstance(build, dict) else None
-    if not isinstance(variables, list) or len(variables) > MAX_VARIABLES:
-        raise BadBuildReport("the list of variables is missing or too long")
-    seen, total = set(), 0
+    if not isinstance(variables, list):
+        raise BadBuildReport("the list of variables is missing")
+    if len(variables) > limits.MAX_VARIABLES:
+        raise BadBuildReport(f"the list of variables is longer than the {limits.MAX_VARIABLES:,} the probe reports")
+    seen = set()
     for variable in variables:
         if not isinstance(variable, dict):
             raise BadBuildReport("a variable is not described")
@@ -141,14 +153,14 @@ def validated_variables(build: dict) -> list[dict]:
         if not isinstance(key, int) or isinstance(key, bool) or key < 0 or key in seen:
             raise BadBuildReport("a variable id is missing, negative or repeated")
         seen.add(key)
-        if not isinstance(shape, list) or len(shape) > 6 or not all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape):
+        if not isinstance(shape, list) or len(shape) > limits.MAX_RANK or not all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= limits.MAX_ARRAY_ELEMENTS for d in shape):
             raise BadBuildReport("a variable's shape is malformed")
         if not isinstance(variable.get("dtype"), str) or not isinstance(variable.get("trainable"), bool):
             raise BadBuildReport("a variable's dtype or trainable flag is malformed")
-        total += math.prod(shape)
-        if total > MAX_WEIGHT_ELEMENTS:
-            raise BadBuildReport("the variables are far larger than the exercise needs")
+    problem = limits.variables_problem(variable["shape"] for variable in variables)
+    if problem:
+        raise BadBuildReport(f"{problem}, which the probe refuses before reporting")
     return variables
 
 

@@ -2,10 +2,12 @@
 
 Every string a grading process sends (error messages and tracebacks, exception
 and class names, config values, the names a file defines) is cut to
-``MAX_TEXT`` characters as its record arrives (``bounded``), before anything
-reads it; a check's message, which may quote several of them, is cut by the
-judge to ``MAX_MESSAGE``, the same constant the grader accepts, so a long
-message is never a reason to refuse an answer. ``cut`` keeps within its limit,
+``limits.MAX_TEXT`` characters as its record arrives (``bounded``), before anything
+reads it (the probe reads its own records so before sending them:
+``grader.protocol.records.arrived``); a check's message, which may quote several
+of them, is cut by the judge to ``limits.MAX_MESSAGE``, the same constant the
+grader accepts, so a long message is never a reason to refuse an answer. ``cut``
+keeps within its limit,
 its marker included, and ends at a word where one is near. Every writer
 downstream (the terminal report, Markdown for Gradescope, HTML, CSV, JSON) is
 linear in what it is given.
@@ -13,8 +15,8 @@ linear in what it is given.
 
 from __future__ import annotations
 
-MAX_TEXT = 4000  # characters of any one string a grading process sends
-MAX_MESSAGE = 50_000  # characters of one check's message, its cut marker included
+from . import limits
+
 MARKER = " [… cut]"
 WORD_SEARCH = 40  # how far back a cut looks for a space
 
@@ -30,7 +32,7 @@ def cut(text: str, limit: int, marker: str = MARKER) -> str:
     return (text[:end].rstrip() + marker)[:limit]
 
 
-def bounded(value, limit: int = MAX_TEXT):
+def bounded(value, limit: int = limits.MAX_TEXT):
     """``value`` (a record as it arrived: dicts, lists, strings, numbers, arrays) with every string in
     it cut to ``limit`` characters; the rest as it was."""
     if isinstance(value, str):

@@ -3,8 +3,10 @@
 Both directions use it: the parent's secret inputs and weight values going down,
 the child's evidence coming up. Decoding is strict and bounded, because what the
 child sends may be forged or malformed: nesting depth, sizes, dtypes and shapes
-are checked, and anything else raises ``WireError``. Nothing here imports
-TensorFlow.
+are checked, and anything else raises ``WireError``. The bounds are the grader's
+own (``grader.protocol.limits``), the same on both sides. Every decoder here is
+total: whatever the bytes, it returns or raises ``WireError``, never another
+error. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -15,15 +17,8 @@ import math
 
 import numpy as np
 
-MAX_DEPTH = 24
-MAX_ARRAY_ELEMENTS = 4_000_000
-MAX_STRING = 100_000
-MAX_KEY = 1_000
-MAX_ITEMS = 200_000
-# JSON values a line may hold, counted on its bytes before parsing: a 3-byte "[]" becomes a
-# 56-byte list, so a bound on bytes alone lets a line of empty lists take gigabytes
-MAX_TOKENS = 250_000
-MAX_LINE = 8 * 1024 * 1024  # bytes of one record: a correct run's longest is under 200 KB
+from . import limits
+
 DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
 
@@ -73,67 +68,113 @@ def dumps(value) -> bytes:
 
 def tokens(line: bytes) -> int:
     """An upper bound on the number of JSON values in ``line``: each one but the first follows a
-    comma or opens a container (array data is base64, one string)."""
+    comma or opens a container (array data is base64, one string). Counted before parsing: a 3-byte
+    "[]" becomes a 56-byte list, so a bound on bytes alone lets a line of empty lists take gigabytes."""
     return line.count(b",") + line.count(b"[") + line.count(b"{") + 1
 
 
-def loads(line: bytes, max_tokens: int = MAX_TOKENS):
-    """One JSON line, decoded strictly: arrays become NumPy arrays."""
-    if len(line) > MAX_LINE:
-        raise WireError("a record is too long")
-    if tokens(line) > max_tokens:
-        raise WireError("too many values in one record")
+def loads(line: bytes, max_bytes: int | None = limits.MAX_RECORD_BYTES,
+          max_values: int | None = limits.MAX_RECORD_VALUES):
+    """One JSON line, decoded strictly: arrays become NumPy arrays. ``max_bytes`` and ``max_values``
+    bound the line (None: its reader bounded the whole it came in). Raises WireError, and nothing else."""
     try:
-        raw = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+        if not isinstance(line, (bytes, bytearray)):
+            raise WireError("a record is not bytes")
+        if max_bytes is not None and len(line) > max_bytes:
+            raise WireError(f"a record is too long ({len(line):,} bytes; the grader reads at most {max_bytes:,} "
+                            "in one record)")
+        if max_values is not None and tokens(line) > max_values:
+            raise WireError(f"too many values in one record (more than the {max_values:,} the grader reads)")
+        try:
+            raw = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+        except (UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, WireError):
+                raise
+            raise WireError(f"not valid JSON ({str(exc)[:100]})") from None
+        return _decode(raw, 0)
+    except WireError:
+        raise
     except RecursionError:
-        raise WireError("the data is nested too deeply") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WireError(f"not valid JSON ({str(exc)[:100]})") from None
-    return decode(raw)
+        raise WireError(f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)") from None
+    except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke is still their fault
+        raise WireError(f"data the grader cannot decode ({type(exc).__name__})") from None
 
 
 def _no_constants(name: str):
     raise WireError(f"{name} is not a number the grader accepts")
 
 
-def decode(value, depth: int = 0):
-    if depth > MAX_DEPTH:
-        raise WireError("the data is nested too deeply")
+def decode(value):
+    """Plain JSON data (as ``json.loads`` gives it), checked and with its arrays as NumPy arrays.
+    Raises WireError, and nothing else."""
+    try:
+        return _decode(value, 0)
+    except WireError:
+        raise
+    except RecursionError:
+        raise WireError(f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)") from None
+    except Exception as exc:  # noqa: BLE001 - whatever else the data provokes is still its fault
+        raise WireError(f"data the grader cannot decode ({type(exc).__name__})") from None
+
+
+def _decode(value, depth: int):
+    if depth > limits.MAX_DEPTH:
+        raise WireError(f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)")
     if isinstance(value, dict):
         if "__array__" in value:
             return decode_array(value)
-        if len(value) > MAX_ITEMS:
-            raise WireError("too many entries")
-        if any(len(k) > MAX_KEY for k in value):
-            raise WireError("a field name is too long")
-        return {str(k): decode(v, depth + 1) for k, v in value.items()}
+        if len(value) > limits.MAX_ITEMS:
+            raise WireError(f"too many entries (more than {limits.MAX_ITEMS:,} in one list or object)")
+        if any(not isinstance(k, str) or len(k) > limits.MAX_KEY for k in value):
+            raise WireError(f"a field name is too long (more than {limits.MAX_KEY:,} characters)")
+        return {k: _decode(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        if len(value) > MAX_ITEMS:
-            raise WireError("too many entries")
-        return [decode(v, depth + 1) for v in value]
-    if isinstance(value, str) and len(value) > MAX_STRING:
-        raise WireError("a text field is too long")
+        if len(value) > limits.MAX_ITEMS:
+            raise WireError(f"too many entries (more than {limits.MAX_ITEMS:,} in one list or object)")
+        return [_decode(v, depth + 1) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         raise WireError("a number is not finite")
-    return value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise WireError(f"a value of type {type(value).__name__} is not JSON")
+
+
+ARRAY_FIELDS = frozenset({"__array__", "shape", "data"})
 
 
 def decode_array(record: dict) -> np.ndarray:
-    dtype = record.get("__array__")
-    shape = record.get("shape")
-    data = record.get("data")
-    if dtype not in DTYPES or not isinstance(shape, list) or not isinstance(data, str):
+    """An array's record as a NumPy array, its dtype, shape and size checked before any of its data is
+    decoded. Raises WireError, and nothing else."""
+    try:
+        return _decode_array(record)
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever else the record provokes is still its fault
+        raise WireError(f"malformed array ({type(exc).__name__})") from None
+
+
+def _decode_array(record) -> np.ndarray:
+    if not isinstance(record, dict) or set(record) != ARRAY_FIELDS:
         raise WireError("malformed array")
-    if len(shape) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape):
+    dtype, shape, data = record["__array__"], record["shape"], record["data"]
+    if not isinstance(dtype, str) or dtype not in DTYPES or not isinstance(shape, list) or not isinstance(data, str):
+        raise WireError("malformed array")
+    if len(shape) > limits.MAX_RANK:
+        raise WireError(f"an array has {len(shape)} axes (the grader reads at most {limits.MAX_RANK})")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= limits.MAX_ARRAY_ELEMENTS
+               for d in shape):
         raise WireError("malformed array shape")
     count = math.prod(shape)
-    if count > MAX_ARRAY_ELEMENTS:
-        raise WireError("array too large")
+    if count > limits.MAX_ARRAY_ELEMENTS:
+        raise WireError(f"an array of {count:,} values is too large (the grader reads at most "
+                        f"{limits.MAX_ARRAY_ELEMENTS:,} in one array)")
+    kind = np.dtype(DTYPES[dtype])
+    if len(data) != limits.encoded_bytes(count, kind.itemsize):  # before decoding any of it
+        raise WireError("array size does not match its shape")
     try:
         raw = base64.b64decode(data, validate=True)
     except ValueError:
         raise WireError("malformed array data") from None
-    kind = np.dtype(DTYPES[dtype])
     if len(raw) != count * kind.itemsize:
         raise WireError("array size does not match its shape")
     return np.frombuffer(raw, dtype=kind).reshape(shape).copy()

@@ -21,8 +21,12 @@ import socket
 import struct
 import time
 
+from ..protocol import limits
+
 MAX_REQUEST = 64 * 1024
-MAX_ANSWER = 64 * 1024 * 1024  # a verdict is tens of KB; the comparison of three backends a few times that
+# a verdict on each of the three backends a comparison grades on (grader.backends.NAMES); a verdict
+# is tens of KB, its bound limits.MAX_VERDICT_BYTES
+MAX_ANSWER = 3 * limits.MAX_VERDICT_BYTES
 _LENGTH = struct.Struct(">I")
 
 
