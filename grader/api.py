@@ -111,8 +111,11 @@ class Grading:
                                 f"process ({type(exc).__name__}: {exc}).")
 
     def _respond(self, record: dict) -> bytes | None:
-        """Answer the child's report of the built layer with the secret part of the job."""
+        """Answer the child's report of the built layer with the secret part of the job. A report the
+        grader refuses makes the evidence untrusted, and the grading ends at once; when the grader
+        itself fails, the control channel is closed empty, so the child never waits for secrets."""
         from .protocol import job as inputs, wire
+        from .sandbox.evidence import Untrusted
 
         if record.get("event") != "end" or record.get("phase") != "variables":
             return None
@@ -124,13 +127,14 @@ class Grading:
         try:
             self.secrets = inputs.secret_job(self.exercise, self.seed, record.get("data"))
             return wire.dumps(self.secrets)
-        except inputs.BadBuildReport as exc:
+        except inputs.BadBuildReport as exc:  # the probe refuses such a layer itself: the report is forged
             self.secrets = {}
-            self.internal_error = f"the grading process reported the layer's variables in a malformed way ({exc})"
+            raise Untrusted(f"the grading process sent evidence reporting the layer's variables in a malformed way "
+                            f"({exc})") from None
         except Exception as exc:  # the grader's own failure: never the student's
             self.secrets = {}
             self.internal_error = f"the grader failed while choosing the inputs ({type(exc).__name__}: {exc})"
-        return None
+        return b""
 
     # ----------------------------------------------------------------- the two stages
     # A grading runs its child, then a judge over the child's evidence (``grader.judge``). Each

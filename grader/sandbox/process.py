@@ -15,7 +15,8 @@ backend imported, the confinement applied: the grader's own code, before any
 line of the submission runs), so a limit of a few seconds means the same on a
 loaded machine as on an idle one. Until then a start-up allowance of the
 grader's own applies (``STARTUP_SECONDS``); running out of it is the
-machine's failure, never the submission's.
+machine's failure, never the submission's. Evidence the parent refuses ends
+the grading at once: nothing the grading process does after it is read.
 
 ``Child`` starts a fresh interpreter for one grading; the warm worker (``grader.workers``) forks
 the same keeper from a worker that has TensorFlow imported. Both share
@@ -35,10 +36,10 @@ import threading
 import time
 from pathlib import Path
 
+from ..protocol.limits import MAX_OUTPUT_BYTES
 from .evidence import ChildRun, RecordParser, read_records
 from .pipes import read_capped, readable, write_all
 
-MAX_OUTPUT_BYTES = 32 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024  # any one file the submission writes
 MAX_WRITE_BYTES = 256 * 1024 * 1024  # everything it writes, where a private tmpfs can hold its scratch folder
 MAX_PROCESSES = 32  # processes and threads of one grading (TensorFlow's own, about six, included)
@@ -168,8 +169,10 @@ class GradingProcess:
         self._err: list[bytes] = []
         self._readers = [
             threading.Thread(target=read_records, args=(pipes["evidence"][0], self._parser), daemon=True),
-            threading.Thread(target=read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES), daemon=True),
-            threading.Thread(target=read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES), daemon=True),
+            threading.Thread(target=read_capped, args=(pipes["stdout"][0], self._out, MAX_OUTPUT_BYTES),
+                             daemon=True),
+            threading.Thread(target=read_capped, args=(pipes["stderr"][0], self._err, MAX_OUTPUT_BYTES),
+                             daemon=True),
         ]
         for reader in self._readers:
             reader.start()
@@ -203,8 +206,12 @@ class GradingProcess:
         return readable(self._pidfd, 0)
 
     def ready(self) -> bool:
-        """Finished, or out of time (``wait`` then ends it at once)."""
-        return self._result is not None or self.ended() or self.seconds_left() <= 0
+        """Finished, out of time or untrusted (``wait`` then ends it at once)."""
+        return self._result is not None or self.ended() or self.seconds_left() <= 0 or self.untrusted()
+
+    def untrusted(self) -> bool:
+        """Whether the parent refused the evidence: the grading has nothing more to give."""
+        return self._parser.run.protocol_error is not None
 
     def seconds_left(self) -> float:
         """Until the current clock runs out: the start-up allowance, then the submission's limit."""
@@ -235,6 +242,9 @@ class GradingProcess:
             return self._result
         run = self._parser.run
         while not readable(self._pidfd, self.next_look()):
+            if self.untrusted():  # refused: ended now, not at the time limit
+                self._stop()
+                break
             if self.seconds_left() <= 0:
                 run.timed_out = True
                 run.startup_timed_out = self._parser.ready_at is None and not self._killed
