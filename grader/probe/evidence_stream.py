@@ -4,6 +4,13 @@ Evidence is one JSON line per record (``grader.protocol.wire``) on a private pip
 parent's secret part of the job (inputs, padding, a value for every weight)
 arrives on a second pipe once the child has reported the layer's variables;
 ``receive`` reads it.
+
+Before a phase's record is sent it is read as the parent will read it
+(``grader.protocol.records.arrived``, within ``grader.protocol.limits``): a record
+the parent would refuse, or one that would take the evidence past its bounds,
+is replaced by the phase ended with ``LimitExceeded``, naming the limit. The
+parent never has to refuse what an honest grading process sends, and the
+grading goes on at once.
 """
 
 from __future__ import annotations
@@ -13,9 +20,8 @@ import time
 import traceback
 from contextlib import contextmanager
 
-from ..protocol import wire
-
-MAX_TEXT = 4000
+from ..protocol import limits, records, wire
+from ..protocol.limits import LimitExceeded
 
 _GRADER_CHILD = os.path.dirname(os.path.realpath(__file__)) + os.sep
 
@@ -24,6 +30,7 @@ _write = os.write
 _read = os.read
 _dumps = wire.dumps
 _loads = wire.loads
+_arrived = records.arrived
 
 
 class EvidenceStream:
@@ -38,9 +45,18 @@ class EvidenceStream:
         self._control_fd = control_fd
         self._receive = receive
         self._submission_path = os.path.realpath(submission_path)
+        self._sent = 0  # bytes of evidence sent, as the parent counts them
+        self._forwarded = 0  # bytes they take forwarded to a judge (records.arrived)
+        self._values = 0  # JSON values in them (wire.tokens)
 
     def emit(self, record: dict) -> None:
-        data = _dumps(record)
+        line = _dumps(record)
+        self._send_line(line, len(line) + limits.CELL_NAME_BYTES)  # a start or done record: forwarded, at most
+
+    def _send_line(self, data: bytes, forwarded: int) -> None:
+        self._sent += len(data)
+        self._forwarded += forwarded
+        self._values += wire.tokens(data)
         if self._send is not None:
             self._send(data)
             return
@@ -69,7 +85,10 @@ class EvidenceStream:
             data = b"".join(chunks)
         if not data.strip():
             return None
-        message = _loads(data)
+        try:
+            message = _loads(data.rstrip(b"\n"), limits.MAX_SECRET_BYTES)
+        except wire.WireError:
+            return None  # the parent's message is within the same limits: nothing to go on with
         return message if isinstance(message, dict) else None
 
     @contextmanager
@@ -81,21 +100,43 @@ class EvidenceStream:
         try:
             yield data
         except BaseException as exc:  # student code may raise anything, SystemExit included
-            self.emit(self._end(name, started, data, self.describe_error(exc)))
+            self._send_line(*self._end(name, started, data, self.describe_error(exc)))
             return
-        self.emit(self._end(name, started, data, None))
+        self._send_line(*self._end(name, started, data, None))
 
-    def _end(self, name: str, started: float, data: dict, error: dict | None) -> dict:
+    def _end(self, name: str, started: float, data: dict, error: dict | None) -> tuple[bytes, int]:
+        """(the line of a phase's end record as the parent will accept it, the bytes it takes
+        forwarded): the record itself, or the phase ended with the reason it cannot travel."""
         record = {"event": "end", "phase": name, "ok": error is None, "seconds": time.perf_counter() - started,
                   "data": to_plain(data), "error": error}
         try:
-            _dumps(record)
+            line = _dumps(record)
         except (TypeError, ValueError) as exc:  # data that cannot travel: say so instead of dying
-            record["data"] = {}
-            record["ok"] = False
-            record["error"] = {"type": "EvidenceError", "message": str(exc)[:MAX_TEXT], "student_frames": [],
-                               "lineno": None, "offset": None}
-        return record
+            line = _dumps(_failed(record, "EvidenceError", str(exc)))
+            return line, len(line) + limits.CELL_NAME_BYTES
+        problem, forwarded = self._refusal(line)
+        if problem:
+            line = _dumps(_failed(record, LimitExceeded.__name__,
+                                  f"what your layer gave here is more than the grader reads: {problem}"))
+            return line, len(line) + limits.CELL_NAME_BYTES
+        return line, forwarded
+
+    def _refusal(self, line: bytes) -> tuple[str | None, int]:
+        """(why the parent would refuse ``line`` after the evidence sent so far, naming the limit, or
+        None; the bytes it takes forwarded). Room stays for the records of the phases after a refused one."""
+        try:
+            _, forwarded = _arrived(line.rstrip(b"\n"))
+        except wire.WireError as exc:
+            return str(exc), 0
+        if forwarded > limits.MAX_RECORD_BYTES:
+            return f"a record would take more than the {limits.MAX_RECORD_BYTES:,} bytes the grader forwards of one", 0
+        if max(self._sent + len(line), self._forwarded + forwarded) > \
+                limits.MAX_EVIDENCE_BYTES - limits.EVIDENCE_RESERVE:
+            return f"the evidence of one grading would pass the {limits.MAX_EVIDENCE_BYTES:,} bytes the grader reads", 0
+        if self._values + wire.tokens(line) > limits.MAX_EVIDENCE_VALUES - limits.EVIDENCE_RESERVE_VALUES:
+            return (f"the evidence of one grading would pass the {limits.MAX_EVIDENCE_VALUES:,} values the grader "
+                    "reads"), 0
+        return None, forwarded
 
     def describe_error(self, exc: BaseException) -> dict:
         """The exception and the frames of its traceback that are in the student's file. When Keras
@@ -118,13 +159,22 @@ class EvidenceStream:
         innermost = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         return {
             "type": type(exc).__name__,
-            "message": _clean(message)[:MAX_TEXT],
-            "student_frames": frames[-8:],
+            "message": _clean(message)[:limits.MAX_TEXT],
+            "student_frames": frames[-limits.MAX_FRAMES:],
             "lineno": _int_or_none(getattr(exc, "lineno", None)),
             "offset": _int_or_none(getattr(exc, "offset", None)),
-            # raised by the grader's own code in the child, not by the student's nor by Keras on its behalf
-            "internal": bool(innermost) and os.path.realpath(innermost[0].filename).startswith(_GRADER_CHILD),
+            # raised by the grader's own code in the child, not by the student's nor by Keras on its behalf;
+            # a limit the layer passed is the layer's
+            "internal": bool(innermost) and os.path.realpath(innermost[0].filename).startswith(_GRADER_CHILD)
+            and not isinstance(exc, LimitExceeded),
         }
+
+
+def _failed(record: dict, kind: str, message: str) -> dict:
+    """``record`` as a phase that ended with an error of the grader's naming, its data dropped."""
+    return dict(record, data={}, ok=False, error={"type": kind, "message": message[:limits.MAX_TEXT],
+                                                  "student_frames": [], "lineno": None, "offset": None,
+                                                  "internal": False})
 
 
 def _int_or_none(value):

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..protocol import limits
 from .describe import describe_layer, describe_variable
 from .tracing import CallTracer, Registry, array, to_numpy
 
@@ -130,10 +131,15 @@ def warmup_array(shape, dtype="float32", high: int | None = None) -> np.ndarray:
 def receive_secrets(stream, layer, registry: Registry, build, job: dict) -> dict | None:
     """Build the layer on a public input, report its variables (and which layers own them),
     then read the parent's secret part of the job and set every float weight to the value
-    the parent chose. Returns the whole job, or None when there is nothing to go on with."""
+    the parent chose. Returns the whole job, or None when there is nothing to go on with. Variables
+    beyond the grader's limits end the phase at once with ``LimitExceeded``, naming the limit: the
+    parent would refuse them, and the grading would learn it no sooner."""
     built = False
     with stream.phase("variables") as data:
         build(layer)
+        problem = limits.variables_problem([int(d) for d in v.shape] for v in layer.weights)
+        if problem:
+            raise limits.LimitExceeded(f"{problem}; a correct layer of this exercise has a few thousand values")
         data["variables"] = [describe_variable(v, registry) for v in layer.weights]
         data["layers"] = {str(registry.layer(sub)): describe_layer(sub, registry) for sub in sublayers(layer)}
         built = True
