@@ -17,7 +17,7 @@ from .exercises.reads import policy as grading_reads
 from . import ahead, ungradable
 from .sandbox.evidence import ChildRun
 from .sandbox.process import Child
-from .submission import Source, SubmissionError, read_submission
+from .submission import Source, SubmissionError, closed_around, read_submission
 from .verdict import Verdict, error_verdict, summarise
 from .settings import (CHECKS_SECONDS, DEFAULT_BACKEND, DEFAULT_MEMORY_MB, DEFAULT_SEED,  # noqa: F401
                        DEFAULT_TIMEOUT, Settings)
@@ -101,7 +101,7 @@ class Grading:
                                                                                  judges, entry))
             self.job = inputs.child_job(self.exercise, settings.memory_mb, reads=grading_reads(),
                                         cells=self.source.cells,
-                                        private=[*settings.private, str(self.path.parent)],
+                                        private=[*settings.private, *closed_around(self.path)],
                                         backend=settings.backend, compiled=compiled)
             self._judges()  # the judge server starts while the child imports TensorFlow
             ahead.start(self.exercise)  # and what this process judges and reports with is imported

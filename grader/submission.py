@@ -21,11 +21,21 @@ import builtins
 import errno
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MAX_BYTES = 50 * 1024 * 1024
+# A file read: a notebook's outputs (plots, logs) may be large; reading and decoding a notebook costs
+# the grader's process about five times its size, so no more than 16 MiB are read
+MAX_BYTES = 16 * 1024 * 1024
+# What the grader's own process may parse of a submission, before any limit of a grading applies:
+# parsing Python costs up to about 350 bytes of memory per byte of code, so 128 KiB of code is a
+# grading's own memory at most (about 45 MB); an answer to any exercise is a few KiB
+MAX_SOURCE_BYTES = 128 * 1024
+# JSON values of a notebook (counted as its separators, before it is decoded): a value costs up to
+# about 60 bytes once decoded; a notebook with its outputs holds tens of thousands
+MAX_NOTEBOOK_VALUES = 1_000_000
 
 
 class SubmissionError(Exception):
@@ -49,16 +59,65 @@ class Source:
         return f"line {line}"
 
 
+NBGRADER_STUDENT_FOLDERS = ("submitted", "autograded", "feedback")  # a course's folders of students' copies
+NBGRADER_COURSE_FILES = ("nbgrader_config.py", "gradebook.db")  # what marks a course's own folder
+
+
+def closed_around(path: Path) -> list[str]:
+    """The folders no grading of the submission at ``path`` may read: its own folder (a student's
+    other files) and, where it lies in an nbgrader course, the whole course (its source notebooks,
+    gradebook and every student's copies): the course is the folder above a folder of students'
+    copies, or the nearest folder above that holds a course's own files. Never a folder that holds
+    the Python running the grader or the grader itself, which a grading must read. A single grading
+    and a batch of the same course hide the same folders."""
+    import sys
+
+    path = Path(os.path.abspath(path))
+    folders = [str(path.parent)]
+    needed = [Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, Path(__file__).parent)]
+    parts = path.parts
+    for index in range(len(parts) - 2, 0, -1):
+        folder = Path(*parts[:index + 1])
+        course = None
+        if parts[index] in NBGRADER_STUDENT_FOLDERS:
+            course = folder.parent
+        else:
+            try:
+                if any((folder / name).is_file() for name in NBGRADER_COURSE_FILES):
+                    course = folder
+            except OSError:
+                continue
+        if course is not None and len(course.parts) > 1:
+            real = Path(os.path.realpath(course))
+            if not any(real == held or real in held.parents for held in needed):
+                folders.append(str(course))
+            break
+    return list(dict.fromkeys(folders))
+
+
 def read_submission(path: Path) -> Source:
     """The source to grade. ``path`` itself must be a regular file: a symbolic link is refused, not
     followed (it could point anywhere the grader may read, the solutions included)."""
     path = Path(path)
     data = _read_file_itself(path)
     if path.suffix == ".ipynb":
-        return notebook_submission(data, path)
-    if path.suffix != ".py":
+        source = notebook_submission(data, path)
+    elif path.suffix != ".py":
         raise SubmissionError(f"{path.name}: a submission is a .py file or an .ipynb notebook.")
-    return Source(python_source(data, path))
+    else:
+        source = Source(python_source(data, path))
+    return source
+
+
+def _too_much_code(name: str, size: int, what: str) -> SubmissionError:
+    return SubmissionError(
+        f"{name} holds {_size(size)} of {what}; a submission may hold at most "
+        f"{_size(MAX_SOURCE_BYTES)} (an answer to any exercise is a few KiB), so it was not graded. "
+        "Leave out what the answer does not need: pasted data, tables or outputs.")
+
+
+def _size(count: int) -> str:
+    return f"{count / (1024 * 1024):.1f} MiB" if count >= 1024 * 1024 else f"{-(-count // 1024)} KiB"
 
 
 def _read_file_itself(path: Path) -> bytes:
@@ -78,11 +137,15 @@ def _read_file_itself(path: Path) -> bytes:
             raise SubmissionError(f"{path} is not a file.")
         data = handle.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
-        raise SubmissionError(f"{path.name} is larger than {MAX_BYTES // (1024 * 1024)} MiB; it is not graded.")
+        advice = (" Clear its outputs (Jupyter: Edit, Clear Outputs of All Cells) and submit it again."
+                  if path.suffix == ".ipynb" else " An answer to any exercise is a few KiB of code.")
+        raise SubmissionError(f"{path.name} is larger than {MAX_BYTES // (1024 * 1024)} MiB; it is not graded.{advice}")
     return data
 
 
 def python_source(data: bytes, path: Path) -> str:
+    if len(data) > MAX_SOURCE_BYTES:
+        raise _too_much_code(path.name, len(data), "Python")
     if b"\x00" in data:
         raise SubmissionError(f"{path.name} contains NUL bytes; it is not a Python source file.")
     try:
@@ -93,10 +156,20 @@ def python_source(data: bytes, path: Path) -> str:
         ) from None
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
 def notebook_submission(data: bytes, path: Path) -> Source:
     """The code cells of the notebook that are graded (see the module's docstring), in order, with
     IPython magics and shell escapes commented out, and the map of its lines to the code cells
     (numbered among all the notebook's code cells, as Jupyter shows them)."""
+    structure = _JSON_STRING.sub(b"", data)  # a copy at most as large, without the strings' text
+    values = sum(structure.count(mark) for mark in (b",", b":", b"[", b"{"))  # at least the values less one
+    del structure
+    if values > MAX_NOTEBOOK_VALUES:
+        raise SubmissionError(f"{path.name} holds more than {MAX_NOTEBOOK_VALUES:,} JSON values; it is not read as "
+                              "a notebook. Clear its outputs (Jupyter: Edit, Clear Outputs of All Cells) and "
+                              "submit it again.")
     try:
         notebook = json.loads(data.decode("utf-8-sig"))
         cells = notebook["cells"]
@@ -105,9 +178,13 @@ def notebook_submission(data: bytes, path: Path) -> Source:
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise SubmissionError(f"{path.name} is not a readable notebook ({str(exc)[:200]}).") from None
     code = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
-    texts = []
+    texts, size = [], 0
     for number, cell in enumerate(code, start=1):
         text = _cell_text(cell.get("source", ""), path, number)
+        size += len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_SOURCE_BYTES:
+            raise _too_much_code(path.name, sum(len(_cell_text(c.get("source", ""), path, n).encode(
+                "utf-8", "surrogatepass")) for n, c in enumerate(code, start=1)), "code in its code cells")
         lines = [f"# {item}" if item.lstrip().startswith(("%", "!")) else item for item in text.splitlines()]
         texts.append((number, cell_role(cell), lines))
     graded = _graded_cells(texts)

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..submission import closed_around
+
 
 SUFFIXES = (".py", ".ipynb")
 SKIPPED_FOLDERS = {".ipynb_checkpoints", "__pycache__", ".git", ".venv", "node_modules"}
@@ -315,14 +317,7 @@ def _one_row_per_file(rows: list[Submission], key) -> list[Submission]:
 def private_folders(submissions) -> list[str]:
     """The folders of a class no grading may read: each submission's own folder and, in nbgrader's
     layout, the whole course (its source notebooks, gradebook and autograded copies)."""
-    folders = []
-    for submission in submissions:
-        path = Path(os.path.abspath(submission.path))
-        folders.append(str(path.parent))
-        parts = path.parts
-        if "submitted" in parts[:-1]:
-            folders.append(str(Path(*parts[:len(parts) - 1 - parts[::-1].index("submitted")])))
-    return list(dict.fromkeys(folders))
+    return list(dict.fromkeys(folder for submission in submissions for folder in closed_around(submission.path)))
 
 
 def cut(found: Discovery, shard) -> Discovery:
