@@ -344,3 +344,51 @@ def _graded(argv: list[str], capsys) -> tuple[int, dict, str]:
     code = cli.main(argv)
     out = capsys.readouterr()
     return code, json.loads(out.out), out.err
+
+
+def _unescaped(markdown: str) -> str:
+    """Markdown's backslash escapes taken back out of a platform's text."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+@needs_landlock
+@pytest.mark.slow
+def test_the_batch_command_and_the_platforms_entry_points_hold_nothing_of_a_reference(phrases, tmp_path):
+    """``grade batch`` over a class folder, Gradescope's run_autograder (the zip unpacked as
+    Gradescope unpacks it, the wheel with the solutions beside the submission) and PrairieLearn's
+    entry point."""
+    from .test_platforms import ENV, SYSTEM_PATH, VENV_BIN, grade, lay_out, prairielearn, run_autograder
+
+    school = tmp_path / "class"
+    for name in ("student", "classmate"):
+        (school / name).mkdir(parents=True)
+    (school / "classmate" / "exercise3.py").write_text(exercises.get("exercise3").solution.read_text(encoding="utf-8"),
+                                                        encoding="utf-8")
+    (school / "student" / "exercise3.py").write_text(probing_source(phrases, roots(school)), encoding="utf-8")
+    done = grade("batch", str(school), "--exercise", "exercise3", "--out", str(tmp_path / "out"), "--jobs", "1")
+    assert done.returncode in (0, 1), done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines() if line]
+    (row,) = [row for row in rows if row["id"].startswith("student")]
+    assert_holds_nothing(findings(row["error"]))
+
+    out = tmp_path / "autograder.zip"
+    built = grade("gradescope-autograder", "exercise3", "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    import zipfile
+
+    with zipfile.ZipFile(out) as archive:
+        entries = {info.filename: (archive.read(info), info.external_attr >> 16) for info in archive.infolist()}
+    root = tmp_path / "autograder"
+    source = probing_source(phrases, roots(root / "source"))
+    lay_out((out, entries), root, {"exercise3.py": source})
+    result, results = run_autograder(root, [VENV_BIN, *SYSTEM_PATH])
+    assert result.returncode == 0, result.stderr
+    assert_holds_nothing(findings(_unescaped(results["tests"][0]["output"])))
+
+    place = tmp_path / "grade"
+    (place / "student").mkdir(parents=True)
+    (place / "student" / "exercise3.py").write_text(probing_source(phrases, roots(place)), encoding="utf-8")
+    result = prairielearn("exercise3", root=place, env=ENV)
+    assert result.returncode == 0, result.stderr
+    results = json.loads((place / "results" / "results.json").read_text())
+    assert_holds_nothing(findings(results["format_errors"][0]))
