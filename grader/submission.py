@@ -26,16 +26,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# A file read: a notebook's outputs (plots, logs) may be large; reading and decoding a notebook costs
-# the grader's process about five times its size, so no more than 16 MiB are read
-MAX_BYTES = 16 * 1024 * 1024
-# What the grader's own process may parse of a submission, before any limit of a grading applies:
-# parsing Python costs up to about 350 bytes of memory per byte of code, so 128 KiB of code is a
-# grading's own memory at most (about 45 MB); an answer to any exercise is a few KiB
-MAX_SOURCE_BYTES = 128 * 1024
-# JSON values of a notebook (counted as its separators, before it is decoded): a value costs up to
-# about 60 bytes once decoded; a notebook with its outputs holds tens of thousands
-MAX_NOTEBOOK_VALUES = 1_000_000
+from .protocol.limits import MAX_NOTEBOOK_VALUES, MAX_SOURCE_BYTES, MAX_SUBMISSION_BYTES as MAX_BYTES
 
 
 class SubmissionError(Exception):

@@ -118,3 +118,14 @@ def variables_problem(shapes) -> str | None:
         return (f"the layer's variables hold {total:,} values, more than the {MAX_VARIABLE_VALUES:,} in all "
                 "that the grader sets")
     return None
+
+
+# --------------------------------------------------------------------------- a submission, as read
+# What the grader's own processes (a cold grade, a batch, the warm server) read of a submission
+# before any limit of a grading applies (``grader.submission``): each is refused at once, by name.
+MAX_SUBMISSION_BYTES = 16 * 1024 * 1024  # of its file: a notebook's outputs are the only large part of
+# a real one; reading and decoding a notebook costs about five times its size
+MAX_NOTEBOOK_VALUES = 1_000_000  # JSON values of a notebook, counted outside its strings before it is
+# decoded: up to about 60 bytes each once decoded; a notebook with its outputs holds tens of thousands
+MAX_SOURCE_BYTES = 128 * 1024  # of Python code (a file, a notebook's code cells together), which the
+# grader parses: up to about 350 bytes of memory per byte, 45 MB at most; an answer is a few KiB
