@@ -54,7 +54,10 @@ def read_request(data: bytes) -> tuple[dict, ChildRun]:
         first, _, rest = data.partition(b"\n")
         header = wire.loads(first, max_bytes=None, max_values=None)
         if not isinstance(header, dict) or not isinstance(header.get("run"), dict) or \
-                set(header["run"]) != set(RUN_FIELDS) or not isinstance(header.get("exercise"), str):
+                set(header["run"]) != set(RUN_FIELDS) or not isinstance(header.get("exercise"), str) or \
+                header["exercise"] not in _exercise_ids() or \
+                not isinstance(header.get("job"), dict) or not isinstance(header.get("secrets"), dict) or \
+                not isinstance(header.get("checks_timeout"), float) or not header["checks_timeout"] > 0:
             raise BadRequest("the request's header is malformed")
         run = ChildRun(**header.pop("run"))
         for line in rest.split(b"\n"):
@@ -70,6 +73,12 @@ def read_request(data: bytes) -> tuple[dict, ChildRun]:
         raise BadRequest(f"the request is not the evidence the grader forwards ({exc})") from None
     except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke
         raise BadRequest(f"the request cannot be read ({type(exc).__name__})") from None
+
+
+def _exercise_ids() -> set[str]:
+    from .. import exercises
+
+    return set(exercises.EXERCISES)
 
 
 def answer(checks: list[CheckResult] | None = None, overran: str | None = None, failed: str | None = None,
@@ -156,7 +165,8 @@ def _check(item, by_id: dict, seen: set) -> CheckResult:
     if points != (declared["points"] if status == "passed" else 0.0):
         raise BadAnswer(f"check {check_id} has points it cannot have")
     if not isinstance(message, str) or len(message) > limits.MAX_MESSAGE:
-        raise BadAnswer(f"check {check_id} has no message, or one too long")
+        raise BadAnswer(f"check {check_id} has no message, or one longer than the {limits.MAX_MESSAGE:,} characters "
+                        "a message may have")
     if cause is not None and (not isinstance(cause, str) or cause not in by_id):
         raise BadAnswer(f"check {check_id} names an unknown cause")
     return CheckResult(id=check_id, title=declared["title"], topic=declared["topic"], status=status,

@@ -161,9 +161,11 @@ def _decode_array(record) -> np.ndarray:
         raise WireError("malformed array")
     if len(shape) > limits.MAX_RANK:
         raise WireError(f"an array has {len(shape)} axes (the grader reads at most {limits.MAX_RANK})")
-    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= limits.MAX_ARRAY_ELEMENTS
-               for d in shape):
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape):
         raise WireError("malformed array shape")
+    if any(d > limits.MAX_ARRAY_ELEMENTS for d in shape):  # before the product: beside a zero it is zero
+        raise WireError(f"an array with an axis of {max(shape):,} is too large (the grader reads at most "
+                        f"{limits.MAX_ARRAY_ELEMENTS:,} values in one array)")
     count = math.prod(shape)
     if count > limits.MAX_ARRAY_ELEMENTS:
         raise WireError(f"an array of {count:,} values is too large (the grader reads at most "
