@@ -23,6 +23,7 @@ from grader.integrations.platforms import (
     DEFAULT_VISIBILITY, SubmissionNotFound, find_submission, gradescope_results, gradescope_visibility,
     markdown_text, prairielearn_results, write_json,
 )
+from grader.protocol import text
 from grader.verdict import CheckResult, error_verdict, summarise
 
 CONTEXT = {"title": "The Transformer encoder", "seed": 11, "timeout": 120.0, "memory_mb": 4096,
@@ -148,11 +149,10 @@ def test_the_always_visible_test_quotes_only_a_few_short_lines_of_the_reason():
                             CONTEXT)
     (test,) = gradescope_results(verdict, "hidden")["tests"]
     lines = test["output"].splitlines()
-    assert len(lines) <= platforms.VISIBLE_LINES + 1 and all(len(line) <= 2 * platforms.VISIBLE_LINE_CHARS
-                                                             for line in lines)
+    assert len(lines) <= text.VISIBLE_LINES + 1 and all(len(line) <= 2 * text.VISIBLE_LINE_CHARS for line in lines)
     assert "secret line 2 " in test["output"] and "secret line 3 " not in test["output"]
     assert "more line(s)" in lines[-1]
-    assert len(prairielearn_results(verdict)["format_errors"][0].splitlines()) <= platforms.VISIBLE_LINES + 1
+    assert len(prairielearn_results(verdict)["format_errors"][0].splitlines()) <= text.VISIBLE_LINES + 1
 
 
 def test_prairielearn_results_carry_the_same_score_as_a_fraction(verdict):

@@ -7,8 +7,11 @@
 
 Both are pure functions of the verdict, so one submission has one score everywhere:
 Gradescope's ``score`` is the verdict's score, PrairieLearn's is the same score as a
-fraction of the maximum. ``find_submission`` picks the file to grade in a folder such
-as Gradescope's ``/autograder/submission/`` or PrairieLearn's ``/grade/student/``, and
+fraction of the maximum. Every text either shows a student is made of texts of the
+verdict bounded by ``grader.protocol.text.shown`` with the budget of their kind (why the
+file could not be graded: four lines of 160 characters, as Gradescope's always-visible
+test promises), and Gradescope's Markdown renders them as text. ``find_submission`` picks
+the file to grade in a folder such as Gradescope's ``/autograder/submission/`` or PrairieLearn's ``/grade/student/``, and
 ``write_json`` writes a results file so that a reader never sees half of it.
 """
 
@@ -24,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ..causes import told_once
+from ..protocol.text import MESSAGE, NAME, REASON, shown, shown_verdict
 from ..verdict import TOPICS
 
 # Gradescope's visibility settings, from most to least shown.
@@ -71,8 +75,10 @@ def gradescope_results(verdict, visibility: str | None = None, execution_time: f
     the "does it compile" check of Gradescope's specification — so a student learns at once
     that a file with a syntax error scored 0, whatever the visibility of the checks. It holds
     the whole maximum (and scores 0) when the file could not be graded, else 0 of 0.
-    ``execution_time`` (seconds) defaults to the time the grading process ran.
+    ``execution_time`` (seconds) defaults to the time the grading process ran. Every text is
+    ``shown``.
     """
+    verdict = shown_verdict(verdict)
     visibility = _visibility.get() if visibility is None else visibility
     _check_visibility(visibility)
     seconds = execution_time if execution_time is not None else verdict.context.get("seconds")
@@ -109,28 +115,12 @@ def _loading_test(verdict) -> dict:
     if verdict.status == "error":
         # Nothing else is listed: the whole score is lost here, and the reason is shown now.
         score, max_score, status = 0.0, verdict.max_score, "failed"
-        output = markdown_text(brief(verdict.error or "The submission could not be graded."))
+        output = markdown_text(verdict.error or "The submission could not be graded.")
     else:
         score, max_score, status = 0.0, 0.0, "passed"
         output = markdown_text(f"It loads and defines {target}; the checks below grade it.")
     return {"name": "Your file could be graded", "name_format": "text", "score": score, "max_score": max_score,
             "status": status, "output": output, "output_format": "md", "visibility": "visible"}
-
-
-VISIBLE_LINES = 4
-VISIBLE_LINE_CHARS = 160
-
-
-def brief(reason: str) -> str:
-    """Why a file could not be graded, as the always-visible test says it: the first few lines, each
-    cut short. Whatever a submission makes its own error say reaches the student through this
-    test, whatever the visibility of the checks, so it is kept to what a student needs."""
-    lines = reason.splitlines()
-    shown = [line if len(line) <= VISIBLE_LINE_CHARS else line[:VISIBLE_LINE_CHARS - 1] + "…"
-             for line in lines[:VISIBLE_LINES]]
-    if len(lines) > VISIBLE_LINES:
-        shown.append(f"(and {len(lines) - VISIBLE_LINES} more line(s): run grade on your file to see them)")
-    return "\n".join(shown)
 
 
 def _gradescope_test(check, visibility: str, message: str | None = None) -> dict:
@@ -144,7 +134,7 @@ def _gradescope_test(check, visibility: str, message: str | None = None) -> dict
         "status": "passed" if check.status == "passed" else "failed",
         "output": message_markdown(check),
         "output_format": "md",
-        "tags": [check.topic],
+        "tags": [shown(check.topic, NAME)],
         "visibility": visibility,
         "extra_data": {"id": check.id, "status": check.status},
     }
@@ -158,10 +148,10 @@ def _overview_markdown(verdict) -> str:
     title = context.get("title")
     backend = context.get("backend")
     on = f" (on {BACKEND_TITLES.get(backend, str(backend))})" if backend and backend != "tensorflow" else ""
-    lines = [markdown_text(f"{verdict.exercise}" + (f" — {title}" if title else "") + on)]
+    lines = [markdown_text(shown(f"{verdict.exercise}" + (f" — {title}" if title else "") + on, NAME))]
     if verdict.status == "error":
-        lines.append("**" + markdown_text("This file could not be graded.") + "** "
-                     + markdown_text(brief(verdict.error or "")))
+        lines.append("**" + markdown_text("This file could not be graded.") + "**")
+        lines.append(markdown_text(verdict.error or ""))
     else:
         lines.append(markdown_text(
             f"{len(verdict.checks)} checks, grouped by topic. A failed check says what it observed, "
@@ -179,7 +169,7 @@ def report_order(verdict) -> list:
 
 
 _MARKDOWN_ESCAPES = {"\\": "\\\\", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]",
-                     "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+                     "|": "\\|", "~": "\\~", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BACKTICKS = re.compile(r"`+")
 _LABELS = ("Observed:", "Expected:", "Why it matters:")
 
@@ -224,8 +214,8 @@ def _markdown_line(line: str) -> str:
         position = end
     parts.append(_escape(line[position:]))
     escaped = "".join(parts)
-    # What would start a heading or a list at the start of a line stays text.
-    escaped = re.sub(r"^(\s*)([#+-])", r"\1\\\2", escaped)
+    # What would start a heading, a list or a heading's underline at the start of a line stays text.
+    escaped = re.sub(r"^(\s*)([#+=-])", r"\1\\\2", escaped)
     return re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", escaped)
 
 
@@ -234,10 +224,10 @@ def _escape(text: str) -> str:
 
 
 def message_markdown(check) -> str:
-    """A check's status and message as Markdown: its labels in bold, each part a paragraph."""
-    paragraphs = [f"**{STATUS_WORDS.get(check.status, check.status)}**"]
+    """A check's status and message (``shown``) as Markdown: its labels in bold, each part a paragraph."""
+    paragraphs = [f"**{markdown_text(shown(STATUS_WORDS.get(check.status, check.status), NAME))}**"]
     current: list[str] = []
-    for line in (check.message or "").splitlines():
+    for line in shown(check.message or "", MESSAGE).splitlines():
         label = next((label for label in _LABELS if line.startswith(label)), None)
         if label and current:
             paragraphs.append("  \n".join(current))
@@ -267,8 +257,9 @@ def prairielearn_results(verdict) -> dict:
     ``score`` is the verdict's score as a fraction in [0, 1]. A submission that could not be
     graded (exit code 2: a syntax error, a missing class, a crash or timeout at import) is
     ``"gradable": false`` with the reason in ``format_errors``: PrairieLearn then awards and
-    takes no points and does not count the attempt.
+    takes no points and does not count the attempt. Every text is ``shown``.
     """
+    verdict = shown_verdict(verdict)
     fraction = verdict.score / verdict.max_score if verdict.max_score else 0.0
     told = told_once(verdict.checks)  # each cause of failure once, in its first test
     results = {
@@ -279,26 +270,26 @@ def prairielearn_results(verdict) -> dict:
         "tests": [
             {
                 "name": check.title,
-                "description": f"{check.id} ({check.topic})",
+                "description": shown(f"{check.id} ({check.topic})", NAME),
                 "points": check.points,
                 "max_points": check.max_points,
-                "message": told.get(check.id, check.message) or "",
-                "output": STATUS_WORDS.get(check.status, check.status),
+                "message": shown(told.get(check.id, check.message) or "", MESSAGE),
+                "output": shown(STATUS_WORDS.get(check.status, check.status), NAME),
             }
             for check in report_order(verdict)
         ],
     }
     if verdict.status == "error":
-        results["format_errors"] = [brief(verdict.error or "The submission could not be graded.")]
+        results["format_errors"] = [verdict.error or "The submission could not be graded."]
     return results
 
 
 def _summary_line(verdict) -> str:
     if verdict.status == "error":
-        return f"Your file could not be graded: {verdict.error}"
+        return shown(f"Your file could not be graded: {verdict.error}", REASON)
     passed = sum(c.status == "passed" for c in verdict.checks)
-    return (f"Score {verdict.score:g}/{verdict.max_score:g}: {passed} of {len(verdict.checks)} checks passed"
-            f"{'.' if verdict.status == 'passed' else '; each failed check below says why.'}")
+    return shown(f"Score {verdict.score:g}/{verdict.max_score:g}: {passed} of {len(verdict.checks)} checks passed"
+                 f"{'.' if verdict.status == 'passed' else '; each failed check below says why.'}", NAME)
 
 
 # --------------------------------------------------------------------------- files
