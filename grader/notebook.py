@@ -35,6 +35,7 @@ import warnings
 from pathlib import Path
 
 from . import exercises
+from .protocol.text import REASON, shown, shown_verdict
 
 _VERDICTS: dict[tuple[str, str], object] = {}
 WIDTH = 88  # columns of a cell's output: nbgrader's feedback shows it in a <pre>, unwrapped
@@ -163,9 +164,11 @@ def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     """What a test cell of ``topic`` prints for this verdict (unwrapped), the failure it raises
     (None unless the topic earned nothing; then it says everything and nothing is printed) and the
     points it returns. Either leads with the topic's points. ``grade batch --gradebook`` writes the
-    same as cell outputs."""
+    same as cell outputs. Nbgrader's feedback shows them to the student: every text is ``shown``
+    (why the answer could not be graded, as Gradescope's always-visible test says it)."""
+    verdict = shown_verdict(verdict)
     if verdict.status == "error":
-        return [], f"Your answer could not be graded: {verdict.error}", 0.0
+        return [], shown(f"Your answer could not be graded: {verdict.error}", REASON), 0.0
     checks = [c for c in verdict.checks if c.topic == topic]
     if not checks:
         return [], f"The grader has no {topic} checks for {verdict.exercise}.", 0.0

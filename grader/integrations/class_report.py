@@ -16,7 +16,8 @@ upload. Charts are hand-made inline SVG (``benchmarks/class_report_speed.py`` me
 against matplotlib's: a fraction of the size and time), coloured by CSS variables that follow
 ``prefers-color-scheme`` and print in black on white; every number a chart draws is also in a
 table. Every string that comes from a class (ids, names, paths, messages quoting a submission's
-code or output) goes through ``html.escape``: a submission's text is only ever text. A student's
+code or output) goes through ``html.escape``: a submission's text is only ever text; errors, titles
+and messages are bounded as on Gradescope (``grader.protocol.text.shown``). A student's
 page is named from their id by ``page_names``, which keeps only letters, digits, ``_`` and ``-``
 and adds a digest of the id wherever that changed it, so no id makes a path (``..``, ``/``) and no
 two ids share a page, on any file system.
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .results import ClassResults
+from ..protocol.text import MESSAGE, NAME, REASON, shown, shown_verdict
 from ..verdict import TOPICS, CheckResult, Verdict
 
 STUDENTS_FOLDER = "students"
@@ -451,7 +453,7 @@ def _message(message: str) -> str:
 
 
 def _student_link(identity: str, page: str) -> str:
-    return f'<a href="{STUDENTS_FOLDER}/{e(page)}.html">{e(identity)}</a>'
+    return f'<a href="{STUDENTS_FOLDER}/{e(page)}.html">{e(shown(identity, NAME))}</a>'
 
 
 def render(results: ClassResults) -> str:
@@ -488,10 +490,10 @@ def render(results: ClassResults) -> str:
     if s.mistakes:
         out.append(_table("Mistakes", ["Students", "Causes", "What the report says", "Who"],
                           [[str(len(m.students)),
-                            "".join(f'<div class="cause"><code>{e(t.check)}</code> {e(t.title)}'
-                                    + (f'<br><span class="muted">also fails {", ".join(e(c) for c in t.also)}</span>'
+                            "".join(f'<div class="cause"><code>{e(t.check)}</code> {e(shown(t.title, NAME))}'
+                                    + (f'<br><span class="muted">also fails {", ".join(e(shown(c, NAME)) for c in t.also)}</span>'
                                        if t.also else "") + "</div>" for t in m.causes),
-                            "".join(_message(t.message) for t in m.causes),
+                            "".join(_message(shown(t.message, MESSAGE)) for t in m.causes),
                             '<div class="students">' + ", ".join(_student_link(i, pages[i]) for i in m.students)
                             + "</div>"] for m in s.mistakes], {0}, "mistakes"))
     else:
@@ -502,10 +504,10 @@ def render(results: ClassResults) -> str:
                "report. The first problem is the first cause their report names (or why it could not be "
                "graded).</p>"
                + _table(plural(s.total, "submission"), ["Id", "Student", "Status", "Score", "Causes", "First problem"],
-                        [[_student_link(r.id, r.page), e(r.student or ""),
+                        [[_student_link(r.id, r.page), e(shown(r.student or "", NAME)),
                           f'<span class="{e(r.status)}">{e(r.status)}</span>',
                           f"{num(r.score)}/{num(r.max_score)}", str(r.causes) if r.status != "error" else "",
-                          f'<div class="msg">{e(r.problem)}</div>'] for r in s.rows], {3, 4}, "submissions")
+                          f'<div class="msg">{e(shown(r.problem, NAME))}</div>'] for r in s.rows], {3, 4}, "submissions")
                + "</section>")
 
     out.append(f'<section id="checks"><h2>Checks by topic, worst first</h2><p class="muted">Pass rates over the '
@@ -517,7 +519,7 @@ def render(results: ClassResults) -> str:
                    + rate_chart([(c.id, c.rate) for c in checks], f"pass rates of the {topic} checks") + "</figure>"
                    + _table(f"Checks of {e(topic)}", ["Check", "Title"] + [w.capitalize() for w in statuses]
                             + ["Pass rate"],
-                            [[f"<code>{e(c.id)}</code>", e(c.title)] + [str(c.counts.get(w, 0)) for w in statuses]
+                            [[f"<code>{e(c.id)}</code>", e(shown(c.title, NAME))] + [str(c.counts.get(w, 0)) for w in statuses]
                              + [percent(c.rate)] for c in checks], set(range(2, 8)), "checks"))
     if not s.topics:
         out.append("<p>No submission could be graded, so no check ran.</p>")
@@ -527,7 +529,7 @@ def render(results: ClassResults) -> str:
     if s.ungradable:
         out.append(_table(f"{plural(len(s.ungradable), 'submission')} could not be graded",
                           ["Id", "Student", "Reason"],
-                          [[_student_link(i, pages[i]), e(student or ""), f'<div class="msg">{e(reason)}</div>']
+                          [[_student_link(i, pages[i]), e(shown(student or "", NAME)), f'<div class="msg">{e(shown(reason, REASON))}</div>']
                            for i, student, reason in s.ungradable], set(), "ungradable"))
     else:
         out.append("<p>Every submission could be graded.</p>")
@@ -585,7 +587,8 @@ REPORT_WIDTH = 100  # columns of the terminal report on a student's page
 
 def render_student(record: dict, exercise: str = "") -> str:
     """One student's page: their verdict as ``grade`` shows it in a terminal (``grader.report``,
-    exported by Rich as HTML, every text escaped), under a line back to the class report."""
+    exported by Rich as HTML, every text escaped), its texts bounded as on Gradescope
+    (``shown_verdict``), under a line back to the class report."""
     from rich.console import Console
 
     from ..report import render as report
@@ -593,7 +596,7 @@ def render_student(record: dict, exercise: str = "") -> str:
     from .. import exercises
     from ..exercises import tracks
 
-    verdict = verdict_of(record)
+    verdict = shown_verdict(verdict_of(record))
     try:
         verdict.context["title"] = exercises.get(verdict.exercise or exercise).title
     except KeyError:  # an exercise this grader does not know: the header names it without a title
@@ -602,13 +605,13 @@ def render_student(record: dict, exercise: str = "") -> str:
                       force_terminal=True, legacy_windows=False)
     console.print(report(verdict, next_step=tracks.next_step(verdict.exercise or exercise)))
     terminal = console.export_html(inline_styles=True, code_format="{code}")
-    identity = str(record.get("id", ""))
+    identity = shown(record.get("id", ""), NAME)
     student = record.get("student")
     title = f"{identity}: {verdict.exercise or exercise} report"
     about = [f'<span class="{e(verdict.status)}">{e(verdict.status)}</span>',
              f"score {num(verdict.score)}/{num(verdict.max_score)}"]
-    if student and student != identity:
-        about.insert(0, f"student {e(student)}")
+    if student and student != record.get("id"):
+        about.insert(0, f"student {e(shown(student, NAME))}")
     return (_head(title) + '<p><a href="../report.html">← the class report</a></p>'
             f"<h1>{e(identity)}</h1><p>{', '.join(about)}. What <code>grade</code> showed for this submission:</p>"
             f'<pre class="terminal">{terminal}</pre></body></html>\n')
@@ -634,8 +637,8 @@ def write_report(folder, results: ClassResults | None = None) -> str:
         try:
             page = render_student(record, exercise)
         except Exception as exc:  # noqa: BLE001 - the grader's failure, for this page alone
-            page = (_head(f"{record['id']}: report") + '<p><a href="../report.html">← the class report</a></p>'
-                    f"<h1>{e(record['id'])}</h1><p>The grader could not draw this report ({e(type(exc).__name__)}: "
+            page = (_head(f"{shown(record['id'], NAME)}: report") + '<p><a href="../report.html">← the class report</a></p>'
+                    f"<h1>{e(shown(record['id'], NAME))}</h1><p>The grader could not draw this report ({e(type(exc).__name__)}: "
                     f"{e(str(exc)[:300])}); the verdict is in verdicts.jsonl.</p></body></html>\n")
         _write(students / name, page)
         written.add(name)
