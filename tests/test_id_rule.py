@@ -23,11 +23,8 @@ import re
 import string
 from pathlib import Path
 
-import pytest
-
 from grader.api import Settings
-from grader.integrations import class_run
-from grader.integrations import discovery
+from grader.integrations import class_run, discovery
 from grader.integrations.discovery import MAX_ID, class_ids, cut, survey
 from grader.integrations.outputs import Outputs, Result, write_result
 from grader.integrations.shards import Shard, manifest, merge, write_manifest

@@ -133,7 +133,7 @@ class Elements(html.parser.HTMLParser):
         super().__init__(convert_charrefs=True)
         self.tags, self.text = set(), []
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag, _attrs):
         self.tags.add(tag)
 
     def handle_data(self, data):
