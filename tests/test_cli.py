@@ -69,15 +69,55 @@ def test_list_json_gives_absolute_paths():
     rows = json.loads(result.stdout)
     assert [r["id"] for r in rows] == list(exercises.EXERCISES)
     for row in rows:
-        assert set(row) == {"id", "title", "stub", "solution"}
+        # the contract's keys, and the label saying the solution is the reference answer
+        assert set(row) == {"id", "title", "stub", "solution", "solution_is_answer"}
         assert Path(row["stub"]).is_absolute() and Path(row["solution"]).is_file()
+        assert row["solution_is_answer"] is True
 
 
-def test_list_table():
-    result = grade("list")
+def test_list_table_in_a_clone_shows_its_default_edition_and_how_to_see_the_other():
+    from grader.exercises import tracks
+
+    result = grade("list", cwd=EXERCISE.stub.parent.parent)
     assert result.returncode == 0, result.stderr
-    assert all(exercise in result.stdout for exercise in exercises.EXERCISES)
+    second, third = tracks.get("2"), tracks.get("3")
+    assert all(exercise in result.stdout for exercise in second.exercises)
+    assert not any(f"│ {exercise}" in result.stdout for exercise in third.exercises)
     assert "of 5 exercises passed" in result.stdout
+    note = f"This clone also holds the exercises of {third.chapter}: grade list --edition 3."
+    assert note in " ".join(result.stdout.split())
+    chosen = grade("list", "--edition", "3", cwd=EXERCISE.stub.parent.parent)
+    assert all(f"│ {exercise}" in chosen.stdout for exercise in third.exercises) and "--edition" not in chosen.stdout
+
+
+def test_piped_reports_end_their_lines_without_padding(tmp_path):
+    """Rich pads a report to the console's width; through a pipe, no line ends with a space."""
+    from grader.exercises.stubs import fresh_stub
+
+    submission = tmp_path / "exercise3.py"
+    submission.write_text(fresh_stub(EXERCISE), encoding="utf-8")
+    result = grade("exercise3", "--submission", str(submission), "--no-server")
+    assert result.returncode == 1, result.stderr
+    assert "Score 0/23" in result.stdout and "NotImplementedError" in result.stdout
+    padded = [line for line in result.stdout.splitlines() if line.endswith(" ")]
+    assert not padded, padded
+    listed = grade("list", cwd=tmp_path)
+    assert listed.returncode == 0 and not [line for line in listed.stdout.splitlines() if line.endswith(" ")]
+
+
+def test_the_unpadded_stream_keeps_everything_but_the_spaces_ending_a_line():
+    import io
+
+    from grader.cli.common import _Unpadded
+
+    out = io.StringIO()
+    stream = _Unpadded(out)
+    stream.write("a  b   \nc")
+    assert out.getvalue() == "a  b\n"  # the open line waits for its end
+    stream.write("  d \x1b[0m\n   \n")
+    stream.write("tail  ")
+    stream.flush()
+    assert out.getvalue() == "a  b\nc  d\x1b[0m\n\ntail  "
 
 
 def test_help_explains_usage_and_exit_codes():
@@ -109,7 +149,11 @@ def test_bad_environment_setting_names_its_source():
 def test_grade_alone_shows_the_exercise_list(tmp_path):
     result = grade(cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert all(e in result.stdout for e in exercises.EXERCISES) and "exercises passed" in result.stdout
+    from grader.exercises import tracks
+
+    shown = tracks.get(tracks.DEFAULT).exercises  # outside a workspace: the clone's, in its default edition
+    assert all(e in result.stdout for e in shown) and "exercises passed" in result.stdout
+    assert "grade list --edition 3" in result.stdout
 
 
 def test_an_exercise_by_number_and_by_the_path_of_its_file(tmp_path):

@@ -73,6 +73,42 @@ def test_a_hint_answers_the_first_cause_and_grows_more_detailed(workspace, tmp_p
     assert "Checks:" not in every.stdout  # the tags choose hints; students read the hints
 
 
+def test_hint_alone_chooses_the_exercise_graded_last_and_numbers_the_hints_of_its_cause(workspace, tmp_path):
+    """`grade hint` without an exercise: refused, naming `grade hint EXERCISE`, until an exercise of
+    the workspace was graded; then that one. A cause with one hint gets "hint 1 of 1" and "the only
+    hint", not its place in the file nor "the most detailed"."""
+    state = tmp_path / "state"
+    none_yet = run("hint", cwd=workspace, state=state)
+    assert none_yet.returncode == 2 and "grade hint EXERCISE" in none_yet.stderr, none_yet.stderr
+    assert "no exercise was graded" in none_yet.stderr
+    first = run("hint", "exercise3", cwd=workspace, state=state)  # grades exercise 3
+    assert first.returncode == 0, first.stderr
+    tagged = [h for h in read_tagged_hints(exercises.get("exercise3").hints) if "weights.two_norms" in h.checks]
+    assert len(tagged) == 1 and tagged[0].number > 1  # the case a count over the whole file got wrong
+    words = " ".join(first.stdout.split())
+    assert "hint 1 of 1, for weights.two_norms" in words and "That is the only hint for it" in words
+    assert "most detailed" not in words and f"hint {tagged[0].number} of" not in words
+    again = run("hint", cwd=workspace, state=state)  # the exercise graded last, its grading remembered
+    assert again.returncode == 0, again.stderr
+    assert "exercise3 — hint 1 of 1, for weights.two_norms" in " ".join(again.stdout.split())
+
+
+def test_the_exercise_graded_last_is_the_latest_of_the_workspace(tmp_path, monkeypatch):
+    import json
+
+    from grader.student import progress
+
+    monkeypatch.setenv("GRADE_STATE_DIR", str(tmp_path))
+    folder, elsewhere = tmp_path / "ws" / "exercises", tmp_path / "other" / "exercises"
+    assert progress.last_graded_exercise(folder, exercises.EXERCISES) is None
+    verdicts = {str(folder / "exercise3.py"): {"exercise": "exercise3", "graded_at": 20.0},
+                str(folder / "exercise1.py"): {"exercise": "exercise1", "graded_at": 10.0},
+                str(elsewhere / "exercise2.py"): {"exercise": "exercise2", "graded_at": 30.0}}
+    (tmp_path / "progress.json").write_text(json.dumps({"verdicts": verdicts}), encoding="utf-8")
+    assert progress.last_graded_exercise(folder, exercises.EXERCISES) == "exercise3"
+    assert progress.last_graded_exercise(elsewhere, exercises.EXERCISES) == "exercise2"
+
+
 def test_a_stub_gets_the_hint_for_its_first_step(tmp_path):
     state = tmp_path / "state"
     submission = tmp_path / "exercise1.py"

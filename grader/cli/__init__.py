@@ -4,7 +4,7 @@
                    [--gradescope-results FILE] [--gradescope-visibility V] [--prairielearn-results FILE]
     grade init [DIR] [--edition 2|3] [--force]
     grade list [--json] [--edition 2|3]
-    grade hint EXERCISE [--all] [--reset]
+    grade hint [EXERCISE] [--all] [--reset]
     grade nbgrader-course DIR [--exercises EXERCISE... | --edition 2|3] [--force]
     grade batch [PATH...] --exercise EXERCISE --out DIR [--shard K/N] [...]
     grade merge OUT... --out DIR [--force]

@@ -10,8 +10,8 @@ from .. import exercises
 from ..integrations.class_report import plural
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
-from .common import (exercise_choice, add_settings_arguments, add_visibility_argument, resolve_settings, say,
-                     shown)
+from .common import (exercise_choice, add_settings_arguments, add_visibility_argument, report_console, resolve_settings,
+                     say, shown)
 
 
 def batch_parser() -> argparse.ArgumentParser:
@@ -97,9 +97,7 @@ def batch_command(argv: list[str]) -> int:
     except class_run.PlanError as exc:
         parser.error(str(exc))
 
-    from rich.console import Console
-
-    console = Console()
+    console = report_console()
     if not show_survey(console, run, paths):
         return EXIT_ERROR
     results = graded_with_progress(run, args.jobs, console)
@@ -149,9 +147,7 @@ def merge_command(argv: list[str]) -> int:
     except (ShardError, ResultsFolderError) as exc:
         parser.error(str(exc))
     write_report(args.out)
-    from rich.console import Console
-
-    say(Console(), f"Merged {plural(len(args.folders), 'shard')}, {plural(len(merged['class']), 'submission')} of "
+    say(report_console(), f"Merged {plural(len(args.folders), 'shard')}, {plural(len(merged['class']), 'submission')} of "
                    f"{merged['exercise']}, into {out} (report.html: the class at a glance; students/: each "
                    "student's own report).")
     return 0
@@ -175,9 +171,7 @@ def class_report_command(argv: list[str]) -> int:
         every = [(folder, read_results(folder)) for folder in args.folders]  # all readable before any is written
     except ResultsError as exc:
         parser.error(str(exc))
-    from rich.console import Console
-
-    console = Console()
+    console = report_console()
     for folder, results in every:
         say(console, f"{write_report(folder, results)}: {plural(len(results.verdicts), 'submission')}, each with "
                      f"a page of its own in {Path(folder) / 'students'}")

@@ -164,3 +164,53 @@ def say(console, text: str, style: str | None = None) -> None:
     from ..report import printable
 
     console.print(Text(printable(str(text)), style=style or ""), soft_wrap=True, highlight=False)
+
+
+class _Unpadded:
+    """A text stream that drops the spaces ending each line before passing it on: Rich pads a
+    report's lines to the console's width, which a terminal hides and a pipe, a file or a log keeps.
+    A line's colour codes after its last character stay."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        import re
+
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write("".join(re.sub(r" +((?:\x1b\[[0-9;]*m)*)$", r"\1", line) + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        # Rich flushes after every print, and a print ends its line: a line still open is written
+        # as it is, so nothing waits for a close that may never come
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", "utf-8")
+
+
+def report_console(**options):
+    """The Rich console a command prints its report on: stdout, whose lines end without padding when
+    it is not a terminal."""
+    import sys
+
+    from rich.console import Console
+
+    stream = sys.stdout
+    if not stream.isatty():
+        stream = _Unpadded(stream)
+    return Console(file=stream, **options)

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from .common import exercise_choice, add_backend_argument, resolve_settings
+from .common import exercise_choice, add_backend_argument, report_console, resolve_settings
 from .grading import find_working_copy
 
 
@@ -67,13 +67,11 @@ def explain_command(argv: list[str]) -> int:
         print(json.dumps(explanation.to_json(), indent=2))
         return explanation.exit_code
 
-    from rich.console import Console
-
     from rich.text import Text
 
     from ..explain.report import read_predictions, render
 
-    console = Console()
+    console = report_console()
     predictions = None
     if args.predict:
         console.print("Before measuring: what do you expect? Answer y, n, or ? if you are not sure.")

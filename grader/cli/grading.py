@@ -15,7 +15,8 @@ from pathlib import Path
 from .. import exercises
 from ..exercises import tracks
 from ..verdict import EXIT_ERROR
-from .common import exercise_or_file, add_settings_arguments, add_visibility_argument, resolve_settings, say
+from .common import (exercise_or_file, add_settings_arguments, add_visibility_argument, report_console,
+                     resolve_settings, say)
 
 
 USAGE = """\
@@ -142,17 +143,13 @@ def grade_command(argv: list[str]) -> int:
             if args.json:
                 print(json.dumps(verdict.to_json(), indent=2))
             else:
-                from rich.console import Console
-
                 from ..report import render
 
-                Console().print(render(verdict, details=args.details, all_checks=args.all_checks,
-                                       next_step=tracks.next_step(verdict.exercise)))
+                report_console().print(render(verdict, details=args.details, all_checks=args.all_checks,
+                                              next_step=tracks.next_step(verdict.exercise)))
             return verdict.exit_code
 
-        from rich.console import Console
-
-        console = Console()
+        console = report_console()
         if note:
             say(console, note, "yellow")
         if submission.is_dir():
@@ -255,11 +252,9 @@ def all_backends(exercise, submission: Path, settings, args, parser, warm=None) 
         comparison = grade_all(exercise.id, submission, settings)
         print(json.dumps(comparison.to_json(), indent=2))
     else:
-        from rich.console import Console
-
         from ..report import backends_view, render
 
-        console = Console()
+        console = report_console()
         with console.status(f"Grading {submission} on every installed backend …", spinner="dots"):
             comparison = grade_all(exercise.id, submission, settings)
         reference = comparison.verdicts[comparison.reference]

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import exercises
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
-from .common import exercise_choice, current_tracks, resolve_settings, say
+from .common import exercise_choice, current_tracks, report_console, resolve_settings, say
 from .grading import find_working_copy
 
 
@@ -83,27 +83,34 @@ def list_command(argv: list[str]) -> int:
                     "last grading are graded now.",
     )
     parser.add_argument("--json", action="store_true",
-                        help='print [{"id", "title", "stub", "solution"}, ...] and grade nothing')
+                        help='print [{"id", "title", "stub", "solution", "solution_is_answer"}, ...] (solution: '
+                             "the reference answer's file) and grade nothing")
     parser.add_argument("--edition", choices=tracks.names(),
-                        help="list this edition's exercises (default: those of the workspace you are in)")
+                        help="list this edition's exercises (default: those of the workspace you are in; in a "
+                             f"clone, which holds every edition, edition {tracks.DEFAULT})")
     args = parser.parse_args(argv)
-    shown = [exercises.get(i) for track in current_tracks(args.edition) for i in track.exercises]
-    rows = [
-        {"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub), "solution": str(e.solution)}
-        for e in shown
-    ]
+    found = current_tracks(args.edition)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        # "solution" is the reference answer, which a tool may need (a course's build, a checker):
+        # labelled, so nobody reads it as a file to start from
+        print(json.dumps([{"id": e.id, "title": e.title, "stub": str(find_working_copy(e) or e.stub),
+                           "solution": str(e.solution), "solution_is_answer": True}
+                          for e in (exercises.get(i) for track in found for i in track.exercises)], indent=2))
         return 0
-
-    from rich.console import Console
+    # a clone holds every edition's files: its own edition is the one `grade init` writes by default
+    listed = [track for track in found if track.name == tracks.DEFAULT] if len(found) > 1 else found
+    shown = [exercises.get(i) for track in listed for i in track.exercises]
 
     from ..report import progress_table
 
-    console = Console()
+    console = report_console()
     states = {row["id"]: row for row in exercise_states(console, shown)}
-    for track in current_tracks(args.edition):  # one table per edition (a clone holds every one)
+    for track in listed:
         console.print(progress_table([states[i] for i in track.exercises], track.chapter))
+    for track in found:
+        if track not in listed:
+            say(console, f"This clone also holds the exercises of {track.chapter}: grade list --edition "
+                         f"{track.name}.", "dim")
     states = list(states.values())
     if any(row["state"] == "no workspace" for row in states):
         say(console, f"No exercises/ folder in {Path.cwd()} or above it: `grade init DIR` writes a workspace "
@@ -159,21 +166,21 @@ def hint_command(argv: list[str]) -> int:
                     "(or its last grading reused, if the file has not changed since), and the least revealing "
                     "hint for that problem is shown; each call after that shows a more detailed one.",
     )
-    parser.add_argument("exercise", help=f"one of {', '.join(exercises.EXERCISES)}")
+    parser.add_argument("exercise", nargs="?",
+                        help=f"one of {', '.join(exercises.EXERCISES)} (default: the exercise of this workspace "
+                             "graded last)")
     parser.add_argument("--submission", type=Path, metavar="PATH",
                         help="choose the hint for this .py file or .ipynb notebook instead of your working copy")
     parser.add_argument("--all", action="store_true", help="show every hint at once")
     parser.add_argument("--reset", action="store_true", help="start again from the first hint")
     args = parser.parse_args(argv)
-    exercise = exercise_choice(parser, args.exercise)
-
-    from rich.console import Console
+    exercise = exercise_choice(parser, args.exercise if args.exercise is not None else _last_graded(parser))
 
     from ..student import progress
     from ..student.hints import read_tagged_hints
 
     hints = read_tagged_hints(exercise.hints)
-    console = Console()
+    console = report_console()
     if args.reset:
         progress.reset_hints(exercise.id)
         if not args.all:
@@ -198,11 +205,16 @@ def hint_command(argv: list[str]) -> int:
         root = causes[0][0]
         chosen = choose(hints, causes[0], progress.next_cause_hint(exercise.id, root))
         if chosen is not None:
+            from dataclasses import replace
+
             hint, place, count = chosen
-            _show_hint(console, exercise, hint, len(hints), root)
-            more = (f"Still stuck there? `grade hint {exercise.id}` again gives a more detailed one "
-                    f"({place + 1} of {count} for it)." if place + 1 < count else
-                    f"That is the most detailed hint for it; `grade hint {exercise.id} --all` shows every hint.")
+            # numbered among the hints for this cause: a first hint is "hint 1 of 2, for ...", whatever
+            # its place in the exercise's hints file
+            _show_hint(console, exercise, replace(hint, number=place + 1), count, root)
+            every = f"`grade hint {exercise.id} --all` shows every hint."
+            more = (f"Still stuck there? `grade hint {exercise.id}` again gives a more detailed one."
+                    if place + 1 < count else f"That is the only hint for it; {every}" if count == 1
+                    else f"That is the most detailed hint for it; {every}")
             say(console, f"Your report starts with {root}. {more}", "dim")
             return 0
     if last is not None and last["status"] == "error" and last.get("error"):
@@ -228,6 +240,23 @@ def _last_grading(exercise, path: Path, settings, console) -> dict | None:
         verdict = grade(exercise.id, path, settings)
     progress.record_verdict(verdict)
     return progress.last_verdict(path)
+
+
+def _last_graded(parser) -> str:
+    """The exercise of this workspace (or of the clone's exercises/) graded last; without one, the
+    command exits naming `grade hint EXERCISE`."""
+    from .common import workspace_exercises_folder
+    from ..student import progress
+
+    folder = workspace_exercises_folder()
+    if folder is None and not exercises.INSTALLED_FROM_WHEEL:
+        folder = exercises.EXERCISES_DIR
+    last = progress.last_graded_exercise(folder, exercises.EXERCISES) if folder is not None else None
+    if last is None:
+        where = f"in {folder}" if folder is not None else "here (no workspace: `grade init DIR` writes one)"
+        parser.exit(EXIT_ERROR, f"grade hint: no exercise was graded {where} yet, so there is none to choose. "
+                                f"Name it: grade hint EXERCISE (one of {', '.join(current_tracks()[0].exercises)}).\n")
+    return last
 
 
 def _show_hint(console, exercise, hint, count: int, check_id: str | None = None) -> None:

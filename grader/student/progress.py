@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -69,6 +70,7 @@ def record_verdict(verdict) -> None:
         # each cause of failure: its checks, the one that tells it first (for `grade hint`)
         "causes": [[c.id for c in cause.checks] for cause in causes],
         "error": (verdict.error or "").splitlines()[0] if verdict.error else None,
+        "graded_at": time.time(),  # which exercise `grade hint` alone means: the one graded last
     }
     save(data)
 
@@ -79,6 +81,16 @@ def last_verdict(path: Path) -> dict | None:
     if entry and entry.get("sha256") == file_digest(path):
         return entry
     return None
+
+
+def last_graded_exercise(exercises_folder: Path, known) -> str | None:
+    """The exercise whose file in ``exercises_folder`` (a workspace's ``exercises/``) was graded last,
+    of those in ``known``; None when none of its files was ever graded here."""
+    folder = str(Path(exercises_folder).resolve())
+    entries = [(entry.get("graded_at") or 0, place, entry.get("exercise"))
+               for place, (path, entry) in enumerate(load().get("verdicts", {}).items())
+               if isinstance(entry, dict) and os.path.dirname(path) == folder and entry.get("exercise") in known]
+    return max(entries)[2] if entries else None
 
 
 def next_hint(exercise_id: str, count: int) -> int:
