@@ -54,14 +54,16 @@ def answer_source(target: str, history: list[str]) -> str:
     raise AssertionError(f"No cell of this notebook defines {target}: run the answer cell before the tests.")
 
 
-def graded_source(exercise_id: str, target: str) -> "str | Path":
-    """What ``grade`` would grade for this notebook: the notebook file nbgrader executes (it runs
-    the kernel in the notebook's folder), else the cells the kernel executed up to the last that
-    defines ``target``."""
+def graded_source(exercise_id: str, target: str, notebook: "Path | None" = None) -> "str | Path":
+    """What ``grade`` would grade for this notebook: the notebook file — ``notebook``, the kernel's
+    own when it is known (``grader.in_notebook`` finds it), else one in the kernel's folder, where
+    nbgrader runs it — that defines ``target``; else the cells the kernel executed
+    (``executed_source``)."""
     from .submission import SubmissionError, read_submission
 
     here = Path.cwd()
-    candidates = [here / f"{exercise_id}.ipynb"] + sorted(here.glob("*.ipynb"))
+    candidates = ([notebook] if notebook is not None else []) + [here / f"{exercise_id}.ipynb"] + \
+        sorted(here.glob("*.ipynb"))
     for path in candidates:
         if path.is_file() and not path.is_symlink():
             try:
@@ -70,12 +72,25 @@ def graded_source(exercise_id: str, target: str) -> "str | Path":
                 continue
             if _defines(source, target):
                 return path
-    history = _history()
+    return executed_source(exercise_id, target)
+
+
+def executed_source(exercise_id: str, target: str) -> str:
+    """The cells the kernel executed up to the last that defines ``target``, but for the test cells
+    and the released "Check your work" cell, with the statements that call the grader and IPython's
+    magics (which the kernel's history holds as calls of get_ipython()) commented out, as a
+    notebook's are (``grader.submission``)."""
+    from .submission import without_the_grader
+
+    history = executed_cells()
     answer = answer_source(target, history)
     index = max(i for i, cell in enumerate(history) if cell == answer)
-    check = exercises.get(exercise_id).notebook.check_cell().strip()
-    return "\n\n".join(cell for cell in history[:index + 1]
-                        if cell and "assert_topic(" not in cell and cell.strip() != check) + "\n"
+    check = exercises.get(exercise_id).notebook.check_cell(exercise_id).strip()
+    cells = [cell for cell in history[:index + 1]
+             if cell and "assert_topic(" not in cell and cell.strip() != check]
+    magics = [[f"# {line}" if line.lstrip().startswith("get_ipython()") else line for line in cell.splitlines()]
+              for cell in cells]
+    return "\n\n".join("\n".join(lines) for lines in without_the_grader(magics)) + "\n"
 
 
 def _defines(source: str, target: str) -> bool:
@@ -86,12 +101,13 @@ def _defines(source: str, target: str) -> bool:
     return any(isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == target for node in tree.body)
 
 
-def _history() -> list[str]:
+def executed_cells() -> list[str]:
+    """The cells this kernel executed, in order (IPython's ``In``)."""
     from IPython import get_ipython
 
     shell = get_ipython()
     if shell is None:
-        raise AssertionError("assert_topic runs inside a Jupyter notebook.")
+        raise AssertionError("The grader's notebook functions run inside a Jupyter notebook.")
     return list(shell.user_ns.get("In", []))
 
 

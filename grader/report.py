@@ -65,11 +65,14 @@ def displayed(verdict: Verdict) -> Verdict:
                                checks=checks, context=_printable_value(verdict.context))
 
 
-def render(verdict: Verdict, details: bool = False, all_checks: bool = False, next_step: str = "") -> RenderableType:
+def render(verdict: Verdict, details: bool = False, all_checks: bool = False, next_step: str = "",
+           notebook_call: str = "") -> RenderableType:
     """The report: a short header (``details``: the full one, with seed, versions and every sandbox
     measure), one line per topic, each cause of failure once with the checks it also fails, and
     what to do next. ``all_checks`` lists every check, passed ones included; ``next_step`` is what a
-    passing report tells the student to do next (``grader.exercises.tracks.next_step``)."""
+    passing report tells the student to do next (``grader.exercises.tracks.next_step``);
+    ``notebook_call`` is the call that checks a notebook again (``grader.in_notebook``), which the
+    advice then names instead of the command line."""
     verdict = displayed(verdict)
     parts: list[RenderableType] = [full_header(verdict) if details else header(verdict)]
     causes = root_causes(verdict.checks)
@@ -95,7 +98,7 @@ def render(verdict: Verdict, details: bool = False, all_checks: bool = False, ne
             Panel(Text(verdict.context["output"], style="dim"), title="What your code printed",
                   title_align="left", border_style="dim")
         )
-    parts.append(summary(verdict, causes, next_step))
+    parts.append(summary(verdict, causes, next_step, notebook_call))
     return Group(*parts)
 
 
@@ -306,7 +309,8 @@ def message_text(message: str, style: str, shown: Shown | None = None, check_id:
     return text
 
 
-def summary(verdict: Verdict, causes: list[Cause] | None = None, next_step: str = "") -> RenderableType:
+def summary(verdict: Verdict, causes: list[Cause] | None = None, next_step: str = "",
+            notebook_call: str = "") -> RenderableType:
     causes = root_causes(verdict.checks) if causes is None else causes
     counts = {}
     for c in verdict.checks:
@@ -324,13 +328,26 @@ def summary(verdict: Verdict, causes: list[Cause] | None = None, next_step: str 
     elif verdict.status == "error":
         advice = "Fix the problem above and " + ("save: the grader runs again." if verdict.context.get("watching")
                                                  else "run the grader again.")
+        if notebook_call:
+            advice = f"Fix the problem above, run the cell again, then `{notebook_call}`."
     else:
         first = causes[0].root if causes else next(c for c in verdict.checks if c.status != "passed")
         again = "save: the grader runs again." if verdict.context.get("watching") else "save, and run the grader again."
         advice = f"Start with “{first.title}” ({first.id}), {again}"
-        if not verdict.context.get("watching"):
+        if notebook_call:
+            advice = (f"Start with “{first.title}” ({first.id}): fix it, run your answer cell, then "
+                      f"`{notebook_call}` again. Stuck? `{notebook_call[:-1]}, hint=True)` adds a hint.")
+        elif not verdict.context.get("watching"):
             advice += f" Stuck? `grade hint {verdict.exercise}`."
     return Panel(Group(line, Text(advice)), border_style=style.split()[-1])
+
+
+def hint_panel(exercise_id: str, hint, count: int, check_id: str | None = None) -> RenderableType:
+    """A hint (``grader.student.hints.Hint``) of the ``count`` an exercise has, for ``check_id``'s cause."""
+    from rich.markdown import Markdown
+
+    title = f"{exercise_id} — hint {hint.number} of {count}" + (f", for {check_id}" if check_id else "")
+    return Panel(Markdown(hint.text), title=title, title_align="left", border_style="cyan")
 
 
 def _num(value: float) -> str:

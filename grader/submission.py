@@ -10,8 +10,10 @@ visible checks — test cells, locked read-only cells such as the released
 grading, nor do scratch cells the answers do not use. A notebook without
 solution cells (not made by nbgrader) is graded whole: every code cell that is
 not a test or locked cell. Cells run in the notebook's order, IPython magics
-and shell escapes commented out, and the source keeps a map from its lines back
-to the notebook's code cells, so errors can name the cell.
+and shell escapes commented out, and so are the statements that call the
+grader itself (``from grader import check; check()``: the student's own tool
+too); the source keeps a map from its lines back to the notebook's code cells,
+so errors can name the cell.
 """
 
 from __future__ import annotations
@@ -178,6 +180,8 @@ def notebook_submission(data: bytes, path: Path) -> Source:
                 "utf-8", "surrogatepass")) for n, c in enumerate(code, start=1)), "code in its code cells")
         lines = [f"# {item}" if item.lstrip().startswith(("%", "!")) else item for item in text.splitlines()]
         texts.append((number, cell_role(cell), lines))
+    texts = [(number, role, lines) for (number, role, _), lines in
+             zip(texts, without_the_grader([lines for _, _, lines in texts]))]
     graded = _graded_cells(texts)
     chunks, places, line = [], [], 1
     for number, _, lines in texts:
@@ -188,6 +192,40 @@ def notebook_submission(data: bytes, path: Path) -> Source:
         chunks.append("\n".join(lines))
         line += count + 1  # the blank line between chunks
     return Source("\n\n".join(chunks) + "\n", places)
+
+
+def without_the_grader(cells: list[list[str]]) -> list[list[str]]:
+    """Cells' lines, in order, with their top-level statements that use the grader commented out: an
+    import of ``grader`` and what uses the names it binds, in its cell or a later one (``from grader
+    import check``, ``check("exercise3")``, ``v = check()`` and what uses ``v``). The grader in a
+    notebook is the student's own tool, as the visible checks are: no grading runs it, and a grading
+    process could not import it. The lines stay where they were."""
+    bound: set[str] = set()
+    out = []
+    for lines in cells:
+        try:
+            tree = ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError, RecursionError):
+            out.append(lines)
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound.update(alias.asname or "grader" for alias in node.names if _is_grader(alias.name))
+            elif isinstance(node, ast.ImportFrom) and not node.level and _is_grader(node.module or ""):
+                bound.update(alias.asname or alias.name for alias in node.names)
+        commented: set[int] = set()
+        for statement in tree.body if bound else ():  # in order: what a commented statement binds is the grader's too
+            names = [node for node in ast.walk(statement) if isinstance(node, (ast.Name, ast.alias))]
+            if any((node.id if isinstance(node, ast.Name) else (node.asname or node.name).split(".")[0]) in bound
+                   for node in names):
+                commented.update(range(statement.lineno - 1, statement.end_lineno))
+                bound.update(node.id for node in names if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load))
+        out.append([f"# {line}" if index in commented else line for index, line in enumerate(lines)])
+    return out
+
+
+def _is_grader(module: str) -> bool:
+    return module == "grader" or module.startswith("grader.")
 
 
 ANSWER, TEST, LOCKED, OWN = "answer", "test", "locked", "own"

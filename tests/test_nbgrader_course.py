@@ -181,13 +181,14 @@ def test_one_student_autograded_by_nbgrader_scores_as_grade_does(tmp_path):
 @pytest.mark.slow
 def test_release_is_written_for_notebook_students_and_hides_the_grading(term):
     released = (term.course / "release" / "exercise3" / "exercise3.ipynb").read_text(encoding="utf-8")
-    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "assert_topic", "from grader", "Mark scheme",
+    for secret in ("BEGIN SOLUTION", "HIDDEN TESTS", "assert_topic", "grader.notebook", "Mark scheme",
                    "self.layernorm_2 = layers.LayerNormalization()", "config.update("):
         assert secret not in released
     for workspace_only in ("grade exercise3", "exercises/exercise3", "grade hint"):
         assert workspace_only not in released
     assert "raise NotImplementedError()" in released and "YOUR ANSWER HERE" in released
     assert "Check your work" in released and "What the test cells grade" in released
+    assert 'from grader import check' in released and 'check(\\"exercise3\\")' in released  # the check cell
     assert "graded by hand" in released
     assert term.own.read_text(encoding="utf-8").count("Welcome") == 1  # the instructor's notebook, untouched
 
@@ -232,19 +233,22 @@ def test_autograde_gives_partial_credit_equal_to_grades_score(term, bob_verdict)
                                                           ("alice", "exercise1", NO_COMPUTE_MASK)])
 def test_a_partly_right_answer_the_check_cell_rejects_scores_in_nbgrader_as_its_python_file(
         term, tmp_path, student, assignment, answer):
-    """nbgrader ran the check cell and its assert failed; the hidden tests grade the answer, not the
-    check: every test cell holds the points of its topic in the .py file's verdict."""
+    """The check cell's plain asserts reject the answer; nbgrader ran the check cell where the grader is
+    installed, so it showed the grader's report of the answer instead, with the score the test cells
+    add up to. The hidden tests grade the answer, not the check: every test cell holds the points of
+    its topic in the .py file's verdict."""
     from nbgrader.api import Gradebook
 
     notebook = nbformat.read(term.course / "autograded" / student / assignment / f"{assignment}.ipynb",
                              as_version=4)
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
-    assert [o.ename for o in cells[f"{assignment}-check"].outputs if o.output_type == "error"] in (
-        ["AssertionError"], ["AttributeError"])  # the check cell failed in the kernel
     python = tmp_path / f"{assignment}.py"
     python.write_text(answer, encoding="utf-8")
     verdict = grade_warm(assignment, python)
     assert verdict.status == "failed" and 0 < verdict.score < verdict.max_score
+    check = cells[f"{assignment}-check"].outputs
+    assert [o.output_type for o in check] == ["stream", "display_data"]  # no error, no stderr
+    assert f"Score {verdict.score:g}/{verdict.max_score:g}" in check[1].data["text/plain"]
     with Gradebook(f"sqlite:///{term.course / 'gradebook.db'}") as gradebook:
         got = {g.name: g.score for nb in gradebook.find_submission(assignment, student).notebooks for g in nb.grades}
     assert autograded(got) == verdict.score

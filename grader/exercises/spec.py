@@ -11,6 +11,7 @@ nothing else names an exercise.
 from __future__ import annotations
 
 import importlib
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,12 +41,26 @@ class Notebook:
     wording: tuple[tuple[str, str], ...] = ()
     written_answer: WrittenAnswer | None = None
 
-    def check_cell(self) -> str:
-        """The released "Check your work" cell: plain asserts a student runs; never graded."""
-        return ("# Check your work: run this cell after your answer cell. These plain asserts check the\n"
-                "# basics; the test cells below grade everything when your notebook is graded.\n"
-                f"{self.visible_test}"
-                'print("The basic checks passed.")')
+    def check_cell(self, exercise_id: str) -> str:
+        """The released "Check your work" cell; never graded. Where the grader is installed (a course's
+        JupyterHub), it shows the grader's full report of the answer (``grader.in_notebook.check``),
+        which scores nothing; elsewhere it runs the plain asserts and says they are a smoke test."""
+        asserts = textwrap.indent(self.visible_test, "    ")
+        return ("# Check your work: run this cell after your answer cell. It scores nothing: the test cells\n"
+                "# below grade your notebook when it is graded.\n"
+                "try:\n"
+                "    from grader import check\n"
+                "except ImportError:  # the grader is not installed here: plain asserts instead\n"
+                "    check = None\n"
+                "if check is not None:\n"
+                '    print("The grader\'s full report on your answer: feedback, not a grade. The hidden tests "\n'
+                '          "grade your notebook when it is handed in.")\n'
+                f'    check("{exercise_id}")\n'
+                "else:\n"
+                '    print("The grader is not installed here, so these plain asserts are a smoke test only: "\n'
+                '          "the hidden tests check everything when your notebook is graded.")\n'
+                f"{asserts}"
+                '    print("The smoke test passed.")')
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Each notebook is written for a student who has only Jupyter and TensorFlow:
 instructions made from ``exercises/<id>.md`` for the notebook (no command-line
 steps), the answer cell (the solution with nbgrader's markers, which
-``nbgrader generate_assignment`` turns into the stub), a read-only cell of
-plain asserts to check the basics, and one locked, graded test cell per topic
+``nbgrader generate_assignment`` turns into the stub), a read-only cell to
+check the answer (the grader's full report where the grader is installed, plain
+asserts to check the basics elsewhere), and one locked, graded test cell per topic
 whose points are the checks' points. The hidden part of each test cell calls
 ``grader.notebook.assert_topic``, which only the grading machine needs and
 which ends the cell with the points the topic earned, so nbgrader gives
@@ -149,8 +150,11 @@ HOW_IT_WORKS = """\
 
 1. **Your answer** goes in the code cell below that holds `# YOUR CODE HERE`: replace each
    `raise NotImplementedError()` with your code, and keep the names and signatures that are there.
-2. **Check your work** with the cell after it: run your answer cell, then that cell. Its plain
-   asserts build {what} and call it; an error there says what to fix. It checks the basics only.
+2. **Check your work** with the cell after it: run your answer cell, then that cell. It scores
+   nothing. Where the grader is installed (your course's JupyterHub may have it), it shows the
+   grader's full report of your answer: every check, what it observed and expected, and your
+   score, as feedback, not a grade. Elsewhere its plain asserts build {what} and call it: a smoke
+   test of the basics, where an error says what to fix.
 3. **The test cells** that follow, one per topic of the table at the end, are locked and look
    empty: the hidden tests that grade your answer run there when your notebook is graded. Each
    cell scores the points of its checks that pass, and your feedback lists every check with
@@ -250,7 +254,7 @@ def build_notebook(exercise) -> nbformat.NotebookNode:
             metadata=_nbgrader(f"{exercise.id}-answer", solution=True, grade=False, locked=False),
         ),
         nbformat.v4.new_code_cell(
-            exercise.notebook.check_cell(),
+            exercise.notebook.check_cell(exercise.id),
             metadata=_nbgrader(f"{exercise.id}-check", solution=False, grade=False, locked=True),
         ),
     ]
