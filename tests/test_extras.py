@@ -132,6 +132,7 @@ def no_nbgrader(monkeypatch):
 @pytest.mark.parametrize("argv, command", [
     (["nbgrader-course", "COURSE"], "grade nbgrader-course"),
     (["batch", "--gradebook", "COURSE", "--exercise", "exercise3", "--out", "OUT"], "grade batch --gradebook"),
+    (["sample-class", "OUT"], "grade sample-class"),  # it writes the course, and answers
 ])
 def test_an_instructor_command_without_the_extra_says_what_to_install(no_nbgrader, tmp_path, monkeypatch, capsys,
                                                                      argv, command):

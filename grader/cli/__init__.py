@@ -10,6 +10,7 @@
     grade merge OUT... --out DIR [--force]
     grade class-report OUT...
     grade gradescope-autograder EXERCISE --out ZIP [--visibility V] [--timeout S] [--memory MB]
+    grade sample-class DIR [--exercise EXERCISE] [--force]
     grade explain exercise3 [--submission PATH] [--seed N] [--json]
 
 ``main`` dispatches through the table in ``commands``; each command group is a module: ``grading``

@@ -10,8 +10,8 @@ from .. import exercises
 from ..integrations.class_report import plural
 from ..verdict import EXIT_ERROR
 from ..exercises import tracks
-from .common import (exercise_choice, add_settings_arguments, add_visibility_argument, report_console, resolve_settings,
-                     say, shown)
+from .common import (exercise_choice, add_backend_argument, add_settings_arguments, add_visibility_argument,
+                     report_console, resolve_settings, say, shown)
 
 
 def batch_parser() -> argparse.ArgumentParser:
@@ -356,4 +356,60 @@ def autograder_command(argv: list[str]) -> int:
           f"requirements.txt ({len(built.requirements)} pinned packages)")
     print("Next: upload it in the assignment's Configure Autograder page; in Autograder Settings choose at "
           "least 1.0 CPU and 1.5 GB of RAM.")
+    return 0
+
+
+def sample_class_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="grade sample-class",
+        description="Write a small class of submissions to try the grading tools on: in DIR, the exercise's "
+                    "nbgrader course and submitted/<student>/<exercise>/, one student each for a correct "
+                    "answer, each common mistake of the exercise, a crash at import, a syntax error, the "
+                    "untouched stub and a notebook with a correct answer; and sample-class.json, each "
+                    "student's file, what it is, and the status and score grading gives it (the class is "
+                    "graded once, about a minute). The folder holds answers: keep it from students.",
+        epilog="exit codes: 0 written; 2 DIR is not empty (without --force), or a bad option.")
+    parser.add_argument("folder", type=Path, metavar="DIR", help="the folder to write, new or empty")
+    parser.add_argument("--exercise", default="exercise3",
+                        help=f"one of {', '.join(exercises.EXERCISES)} (default: exercise3)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into DIR even if it holds files (those of the sample class are replaced)")
+    add_backend_argument(parser)
+    args = parser.parse_args(argv)
+    exercise = exercise_choice(parser, args.exercise)
+    settings = resolve_settings(argparse.Namespace(seed=None, timeout=None, memory=None, backend=args.backend),
+                                parser)
+    _require_instructor_tools(parser, "grade sample-class")
+    from ..integrations.course import CourseError
+    from ..integrations.sample_class import SampleClassError, grade_students, write_manifest, write_sample_class
+
+    try:
+        students = write_sample_class(args.folder, exercise.id, force=args.force)
+    except (SampleClassError, CourseError) as exc:
+        parser.error(str(exc))
+    console = report_console()
+    with console.status(f"Grading the {len(students)} students once, for the manifest …", spinner="dots"):
+        verdicts = grade_students(args.folder, exercise.id, students, settings)
+    manifest = write_manifest(args.folder, exercise.id, students, verdicts)
+    folder = args.folder.resolve()
+    say(console, f"Wrote a sample class of {exercise.id} ({exercise.title}) into {folder}: {len(students)} students "
+                 f"in submitted/<student>/{exercise.id}/, the exercise's nbgrader course (nbgrader_config.py, "
+                 f"source/{exercise.id}/) and {manifest.name}, which says what each file is and what it scores.")
+    say(console, "This folder holds answers (correct files, the course's solution): keep it away from students.",
+        "yellow")
+    width = max(len(student.id) for student in students)
+    for student in students:
+        verdict = verdicts[student.id]
+        say(console, f"  {student.id:<{width}}  {verdict.status:<6} {verdict.score:g}/{verdict.max_score:g}  "
+                     f"{student.what}")
+    results = folder / "results"
+    say(console, "Next:")
+    for line in (f"grade batch {folder} --exercise {exercise.id} --out {results}",
+                 f"  (the scores above; the class page: {results / 'report.html'}, again with "
+                 f"grade class-report {results})",
+                 f"cd {folder} && nbgrader generate_assignment {exercise.id} && nbgrader autograde {exercise.id} "
+                 "--student notebook",
+                 f"grade gradescope-autograder {exercise.id} --out {folder / 'autograder.zip'}",
+                 "  (upload it to a Gradescope assignment, then submit any student's file)"):
+        say(console, f"  {line}")
     return 0

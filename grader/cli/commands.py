@@ -16,4 +16,5 @@ COMMANDS = {
     "merge": ("classes", "merge_command"),
     "class-report": ("classes", "class_report_command"),
     "gradescope-autograder": ("classes", "autograder_command"),
+    "sample-class": ("classes", "sample_class_command"),
 }

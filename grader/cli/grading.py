@@ -40,6 +40,7 @@ for students:
   grade server status        the warm grading server (stop: end it)
 
 for instructors:
+  grade sample-class try-it                       a class to try the tools on
   grade nbgrader-course course                    an nbgrader course
   grade batch submitted --exercise 3 --out res    grade a whole class
   grade merge res-1 res-2 --out res               one class from its shards
