@@ -71,8 +71,10 @@ class NotebookVerdict(Verdict):
 def check(exercise: "str | int | None" = None, *, hint: bool = False) -> NotebookVerdict:
     """Grade this notebook's answer to ``exercise`` (by default, the exercise whose class the
     notebook defines), show the report in the cell, and return the verdict."""
-    from IPython import get_ipython
-
+    try:
+        from IPython import get_ipython
+    except ImportError:  # no Jupyter here at all: IPython comes with every notebook's kernel
+        get_ipython = type(None)
     shell = get_ipython()
     if shell is None:
         raise CheckError("check() grades the notebook it runs in. In a terminal, grade a file: "

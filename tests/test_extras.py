@@ -80,12 +80,15 @@ def test_the_code_imports_only_what_its_install_declares():
     the instructor's commands reach, the instructor's."""
     import ast
 
-    instructor_only = {"integrations/gradebook.py", "integrations/course.py", "notebook.py"}
+    instructor_only = {"integrations/gradebook.py", "integrations/course.py", "integrations/sample_class.py",
+                       "notebook.py"}
     module_package = {"IPython": "ipython", "sklearn": "scikit-learn", "_pytest": "pytest"}
     student, instructor = resolve(()), resolve(("instructor",))
     # Keras's other backends: imported only where a grading runs on one, each from its own extra
     optional = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     backend_only = {"runtime.py"}  # probe/runtime.py imports the backend a grading runs on
+    # check() runs in a notebook's kernel, which brings IPython; elsewhere it says to run grade instead
+    kernel_only = {"in_notebook.py": {"ipython"}}
     backend_packages = {canonicalize_name(Requirement(r).name) for extra in ("jax", "torch") for r in optional[extra]}
     for path in sorted((ROOT / "grader").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -103,6 +106,8 @@ def test_the_code_imports_only_what_its_install_declares():
                 allowed = instructor if path.relative_to(ROOT / "grader").as_posix() in instructor_only else student
                 if path.name in backend_only and path.parent.name == "probe":
                     allowed = allowed | backend_packages
+                if path.parent.name == "grader":
+                    allowed = allowed | kernel_only.get(path.name, set())
                 assert package in allowed, f"{path.relative_to(ROOT)} imports {name}, which its install lacks"
 
 
@@ -178,3 +183,13 @@ def test_a_batch_without_the_gradebook_needs_no_instructor_tools(tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     (verdict,) = [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
     assert verdict["status"] == "passed" and verdict["id"] == "alice"
+
+
+def test_check_outside_a_notebook_says_to_grade_a_file_even_without_ipython(monkeypatch):
+    """A student's install need not hold IPython: check() called where there is none tells what to
+    run instead, as it does in a plain Python that has IPython."""
+    from grader.in_notebook import CheckError, check
+
+    monkeypatch.setitem(sys.modules, "IPython", None)
+    with pytest.raises(CheckError, match="grade exercise3 --submission"):
+        check("exercise3")
