@@ -176,6 +176,25 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def told_details(failed, messages: dict[str, str]) -> list[str]:
+    """What a cell says of each check of its topic that did not pass: its title, id, status and
+    message; checks skipped for one reason (a crash keeps every later check from running) are told
+    in one line, by the terminal report's rule (``grader.report``: the reason said once, the checks
+    named, or past a few counted)."""
+    from .report import Shown, unchecked_words
+
+    shown, details = Shown(), []
+    for c in failed:
+        message = messages.get(c.id, c.message)
+        if c.status != "skipped":
+            details.append(f"{c.title} ({c.id}, {c.status}):\n{message}")
+        elif shown.first_skip(message):
+            same = [d for d in failed if d.status == "skipped" and messages.get(d.id, d.message) == message]
+            details.append(f"{c.title} ({c.id}, skipped):\n{message}" if len(same) == 1 else
+                           f"{unchecked_words(same)}: {message}")
+    return details
+
+
 def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     """What a test cell of ``topic`` prints for this verdict (unwrapped), the failure it raises
     (None unless the topic earned nothing; then it says everything and nothing is printed) and the
@@ -196,7 +215,7 @@ def topic_report(verdict, topic: str) -> tuple[list[str], str | None, float]:
     from .causes import told_once
 
     messages = told_once(verdict.checks)  # each cause once, however many checks and cells it fails
-    details = [f"{c.title} ({c.id}, {c.status}):\n{messages.get(c.id, c.message)}" for c in failed]
+    details = told_details(failed, messages)
     summary = f"{topic}: {points:g} of {max_points:g} points"
     if failed and points == 0:  # all of it in the failure, which the feedback shows after any output
         return [], "\n\n".join([f"{summary}; {len(failed)} of {_plural(len(checks), 'check')} did not pass.",

@@ -244,10 +244,18 @@ def also_line(cause: Cause) -> Text | None:
         if cause.also:
             text.append("; ")
         text.append("not checked because of this: ", style="bold" if not cause.also else "")
-        many = len(cause.unchecked) > 6  # the topics' lines below name where they are
-        text.append(f"{len(cause.unchecked)} other checks" if many else ", ".join(c.id for c in cause.unchecked))
+        text.append(unchecked_words(cause.unchecked))
     text.append(f" ({_num(sum(c.max_points - c.points for c in cause.followers))} more point(s)).", style="dim")
     return text
+
+
+FOLDED = 6  # past this many, the checks a failure kept from running are counted, not named
+
+
+def unchecked_words(checks) -> str:
+    """The checks one failure kept from running, in one line: their ids, or past ``FOLDED`` their
+    number (the topics' lines name where they are)."""
+    return f"{len(checks)} other checks" if len(checks) > FOLDED else ", ".join(c.id for c in checks)
 
 
 class Shown:
@@ -256,6 +264,12 @@ class Shown:
     def __init__(self):
         self.skips: set[str] = set()
         self.why: dict[str, str] = {}
+
+    def first_skip(self, reason: str) -> bool:
+        """Whether a skipped check's reason is said here for the first time (from now on it is said)."""
+        first = reason not in self.skips
+        self.skips.add(reason)
+        return first
 
 
 def topic_table(topic: str, checks, shown: Shown, causes: list[Cause] | None = None) -> RenderableType:
@@ -275,9 +289,8 @@ def topic_table(topic: str, checks, shown: Shown, causes: list[Cause] | None = N
             parts.append(Padding(Text(f"Same cause as {owner[c.id]}.", style="dim"), (0, 0, 0, 4)))
         elif c.status != "passed" and c.message:
             if c.status == "skipped":
-                if c.message not in shown.skips:
+                if shown.first_skip(c.message):
                     parts.append(Padding(Text(c.message, style="dim"), (0, 0, 0, 4)))
-                shown.skips.add(c.message)
             else:
                 parts.append(Padding(message_text(c.message, style, shown, c.id), (0, 0, 0, 4)))
         if c.id in by_root and also_line(by_root[c.id]):

@@ -151,3 +151,26 @@ def test_a_lambda_of_a_python_lambda_is_told_why_it_does_not_load_and_what_does(
     from grader.judge.evidence import _first_lines
 
     assert _first_lines("deserialization " * 40).endswith("deserialization [… cut]")  # after a word, not inside
+
+
+def test_a_cell_tells_the_checks_a_crash_kept_from_running_in_one_line_as_the_terminal_does():
+    """After a crash every later check is skipped for one reason: the terminal report says it once,
+    and so does each topic's test cell, naming the checks it kept from running in one line."""
+    from grader.report import unchecked_words
+
+    reason = "Not checked: your code failed earlier, while being constructed (see check api.constructor)."
+    crash = CRASH.format(where="while being constructed")
+    kept = [check(f"weights.{name}", "skipped", 1, reason, "api.constructor")
+            for name in ("two_norms", "norm_parameters", "trainable_list")]
+    verdict = summarise("exercise3", "x.py", [check("api.constructor", "failed", 1, crash), *kept,
+                                              check("mask.masks_keys", "skipped", 2, reason, "api.constructor")],
+                        CONTEXT)
+    lines, failure, points = topic_report(verdict, "weights")
+    assert lines == [] and points == 0.0
+    assert failure.count("Not checked") == 1
+    assert f"weights.two_norms, weights.norm_parameters, weights.trainable_list: {reason}" in failure.splitlines()
+    assert unchecked_words(kept) == "weights.two_norms, weights.norm_parameters, weights.trainable_list"
+    # every check keeps its own line with its points; a reason of one check is told as before
+    assert failure.count("0/1") == 3
+    lines, failure, _ = topic_report(verdict, "mask")
+    assert f"title of mask.masks_keys (mask.masks_keys, skipped):\n{reason}" in failure
