@@ -127,5 +127,6 @@ MAX_SUBMISSION_BYTES = 16 * 1024 * 1024  # of its file: a notebook's outputs are
 # a real one; reading and decoding a notebook costs about five times its size
 MAX_NOTEBOOK_VALUES = 1_000_000  # JSON values of a notebook, counted outside its strings before it is
 # decoded: up to about 60 bytes each once decoded; a notebook with its outputs holds tens of thousands
-MAX_SOURCE_BYTES = 128 * 1024  # of Python code (a file, a notebook's code cells together), which the
-# grader parses: up to about 350 bytes of memory per byte, 45 MB at most; an answer is a few KiB
+MAX_SOURCE_BYTES = 256 * 1024  # of Python code (a file, a notebook's code cells together), which the
+# grader parses: up to about 350 bytes of memory per byte, 90 MB at most; an answer is a few KiB, and
+# the largest file the suite grades (a forger replaying exercise 5's recorded evidence) 240 KiB
