@@ -52,6 +52,7 @@ def _import_for(exercise) -> None:
     try:
         from . import backends, report  # noqa: F401  (the report's names of backends)
         from .judge import evidence  # noqa: F401  (why a grading could not be graded)
+        from .judging import exchange  # noqa: F401  (the judge's request and the reading of its answer)
         from .judging.declarations import declared_checks
 
         declared_checks(exercise)
