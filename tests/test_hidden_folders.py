@@ -103,6 +103,7 @@ def test_the_allow_list_is_what_a_grading_process_imports_and_never_the_judge_or
     assert {f"grader.exercises.{e}.{part}" for e in EXERCISES for part in ("probe", "job", "spec")} <= modules
     assert not [m for m in modules if m.startswith(("grader.judge", "grader.integrations", "grader.cli"))
                 or m.endswith((".checks", ".reference")) or m in ("grader.api", "grader.report", "grader.causes")]
+    assert "grader.in_notebook" not in modules  # grader.check: the notebook's, imported when asked for
     granted = {Path(path) for path in reads.readable_files()}
     package = Path(grader.__file__).resolve().parent
     assert all(path.is_relative_to(package) for path in granted)

@@ -115,10 +115,16 @@ def _parents(name: str) -> list[str]:
 
 def imported_modules(name: str) -> set[str]:
     """The package's modules that module ``name`` imports anywhere in its code (in a function too):
-    ``import a.b``, ``from a import b`` (b a module or a name of a), relative forms resolved."""
+    ``import a.b``, ``from a import b`` (b a module or a name of a), relative forms resolved. A
+    package's ``__getattr__`` (``grader.check``, the notebook's tool) imports only when its name is
+    asked for, which importing the package never does: what it imports is not followed. A grading
+    process that asked for such a name would be refused the module's file, never granted it."""
     path = _module_file(name)
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if path.name == "__init__.py":
+        tree.body = [node for node in tree.body
+                     if not (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
