@@ -104,11 +104,11 @@ def test_output_files_parse(batch):
     assert {Path_name(v["submission"]) for v in lines} == set(MIXED)
     for verdict in lines:
         assert {"version", "exercise", "submission", "status", "score", "max_score", "error", "checks", "id", "student",
-                "graded_at", "seed", "grader_version", "manual_points", "backend"} == set(verdict)
+                "graded_at", "seed", "grader_version", "manual_points", "manual_max_points", "backend"} == set(verdict)
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert {r["id"] for r in rows} == set(MIXED)
-    assert all(set(r) == {"id", "status", "score", "max_score", "seconds", "submission", "manual_points"}
-               for r in rows)
+    assert all(set(r) == {"id", "status", "score", "max_score", "seconds", "submission", "manual_points",
+                          "manual_max_points"} for r in rows)
     for name in MIXED:
         gradescope = json.loads((out / "gradescope" / name / "results.json").read_text())
         assert gradescope["score"] == results[name].verdict.score
@@ -146,6 +146,8 @@ def test_batch_command_shows_progress_and_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "1 passed" in result.stdout and "1 failed" in result.stdout and "Batch results" in result.stdout
     assert result.stderr.strip() == ""  # TensorFlow's start-up noise stays in the worker
+    # a folder of .py files has no written answer: nbgrader's note is for a course
+    assert "written answer" not in result.stdout and "manual" not in result.stdout
 
 
 def test_a_batch_stopped_by_sigterm_leaves_no_grading_and_no_scratch_folder(tmp_path):

@@ -235,14 +235,16 @@ def test_outputs_remove_an_earlier_runs_results_and_sort_by_id(tmp_path):
     assert (out / "notes.md").read_text() == "kept"
     summary = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))
     assert [r["id"] for r in summary] == ["alice", "bob", "carol"]
-    assert list(summary[0]) == ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
-    assert summary[0]["manual_points"] == "2"  # exercise3's written answer, graded by hand in nbgrader
+    assert list(summary[0]) == ["id", "status", "score", "max_score", "seconds", "submission", "manual_points",
+                                "manual_max_points"]
+    # exercise3's written answer, graded by hand in nbgrader: the most it adds, under its name and its earlier one
+    assert summary[0]["manual_max_points"] == summary[0]["manual_points"] == "2"
     lines = [json.loads(line) for line in (out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == ["alice", "bob", "carol"]
     for line in lines:
         assert {"exercise", "submission", "status", "score", "max_score", "error", "checks"} <= set(line)
         assert line["student"] == line["id"] and line["seed"] == 7 and line["grader_version"] == grader.__version__
-        assert line["graded_at"].endswith("+00:00") and line["manual_points"] == 2.0
+        assert line["graded_at"].endswith("+00:00") and line["manual_max_points"] == line["manual_points"] == 2.0
 
 
 def test_appended_rows_join_the_sorted_run(tmp_path):

@@ -493,3 +493,17 @@ def test_a_browser_draws_the_page_offline_with_no_error_and_no_request(browser, 
     assert browser.save_screenshot(str(shots / f"student-report-{scheme}.png"))
     browser.find_element("link text", "← the class report").click()
     assert browser.current_url == url
+
+
+def test_the_written_answer_is_named_as_a_maximum_and_only_for_an_nbgrader_class(tmp_path):
+    """manual_points is the most a written answer graded by hand adds, the same for everyone: the class
+    page of an nbgrader course names it as that, and a folder of .py files, which has no written
+    answer, says nothing of it. A folder written before manual_max_points was a name still reads."""
+    course = [dict(v, manual_max_points=2) for v in CLASS]
+    text = " ".join(" ".join(Page(render(read_results(results_folder(tmp_path / "course", course)))).text).split())
+    assert "Written answer, graded by hand in nbgrader: up to 2 points more, in no score here." in text
+    older = " ".join(" ".join(Page(render(read_results(results_folder(tmp_path / "older")))).text).split())
+    assert "up to 2 points more" in older
+    files = [dict(v, student=None, manual_max_points=2) for v in CLASS]
+    plain = render(read_results(results_folder(tmp_path / "files", files)))
+    assert "Written answer" not in plain and "written-answer" not in plain

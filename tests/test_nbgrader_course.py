@@ -321,7 +321,7 @@ def test_batch_grades_the_course_and_stores_the_same_scores_as_autograde(term, b
     assert f"Not stored for mallory: {batch.course / 'submitted' / 'mallory' / 'exercise3' / 'exercise3.ipynb'} " \
            "is a symbolic link: it was not read" in printed
     assert "Autograded 5 student(s)" in printed and "2 result(s) are not in the gradebook" in printed
-    assert "written answer worth 2 points" in printed
+    assert "written answer worth 2 points" in printed and "give that maximum as manual_max_points" in printed
     assert batch.result.stderr.strip() == ""
     stored = scores(batch.course)
     assert stored == scores(term.course)
@@ -371,7 +371,7 @@ def test_batch_results_folder_is_complete_and_agrees_with_the_gradebook(term, ba
     gradebook = scores(term.course)
     for row in summary[:4]:
         assert float(row["score"]) == autograded(gradebook[row["id"]]), row
-        assert row["manual_points"] == "2"
+        assert row["manual_max_points"] == row["manual_points"] == "2"
     assert float(summary[5]["score"]) == autograded(gradebook["frank"]) and summary[6]["status"] == "error"
     lines = [json.loads(line) for line in (batch.out / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == [r["id"] for r in summary]

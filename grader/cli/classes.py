@@ -112,8 +112,11 @@ def batch_command(argv: list[str]) -> int:
     say(console, f"The class at a glance: {(args.out / 'report.html').resolve()} (each student's own report in "
                  f"{(args.out / 'students').resolve()})")
     note = manual_note(exercise.id)
-    if note:
-        console.print(f"{note} summary.csv and verdicts.jsonl give these points as manual_points.")
+    if note and (args.gradebook is not None or any(s.student for s in [*run.whole.submissions, *run.whole.refused])):
+        # the written answer is a cell of nbgrader's notebook: a folder of .py files has none
+        console.print(f"{note} summary.csv and verdicts.jsonl give that maximum as manual_max_points "
+                      "(and as manual_points, its earlier name): up to that many points, graded by hand, "
+                      "in no score there.")
     if args.gradebook is not None:
         return store_in_gradebook(args.gradebook, exercise.id, results, console)
     return 0

@@ -207,6 +207,7 @@ class Summary:
     shard: str | None
     graded_at: tuple[str, str] | None
     rows: list[Row] = field(default_factory=list)
+    manual_max: float = 0.0  # the most a written answer graded by hand in nbgrader adds; 0 outside a course
 
     @property
     def total(self) -> int:
@@ -292,10 +293,14 @@ def summarise(results: ClassResults) -> Summary:
         shard = f"{manifest['shard'].get('k')}/{manifest['shard'].get('n')}"
     times = sorted(str(v["graded_at"]) for v in verdicts if v.get("graded_at"))
     exercise = str(manifest.get("exercise") or next((v.get("exercise") for v in verdicts), "") or "")
+    # a written answer is a cell of nbgrader's notebook: only a course's students (nbgrader's ids) have one;
+    # manual_points is the earlier name of manual_max_points
+    manual_max = max((_number(v.get("manual_max_points", v.get("manual_points"))) for v in verdicts
+                      if v.get("student")), default=0.0)
     return Summary(exercise, statuses, max_score, sum(scores) / len(scores) if scores else 0.0, _median(scores),
                    sorted(bins.items()), any(s != int(s) for s in scores), topics, mistakes, ungradable, not_graded,
                    {k: s for k, s in results.seconds.items() if s > 0}, seeds, versions, sandboxes, shard,
-                   (times[0], times[-1]) if times else None, rows)
+                   (times[0], times[-1]) if times else None, rows, manual_max)
 
 
 def seed_line(summary: Summary, manifest: dict | None) -> str:
@@ -475,7 +480,10 @@ def render(results: ClassResults) -> str:
     out.append('<section id="scores"><h2>Scores</h2><div class="glance"><div><dl class="stats">'
                + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in stats) + "</dl>"
                f'<p class="muted">Out of {num(s.max_score)} points; a submission that could not be graded '
-               "scores 0.</p></div><figure>"
+               "scores 0.</p>"
+               + (f'<p class="muted" id="written-answer">Written answer, graded by hand in nbgrader: up to '
+                  f"{num(s.manual_max)} points more, in no score here.</p>" if s.manual_max else "")
+               + "</div><figure>"
                + column_chart([(str(points), count) for points, count in s.distribution], "submissions by score",
                               width=520, height=150)
                + f"<figcaption>Submissions by score ({e(label)}).</figcaption></figure></div>"

@@ -4,10 +4,12 @@ Each result is written as soon as it is known, each file synced before the next,
 batch keeps what it finished; once the run ends the files are sorted by id. In the ``--out`` folder:
 - ``verdicts.jsonl``: one JSON verdict per line (the grading contract), ``submission`` the path
   graded, plus ``id``, ``student`` (nbgrader's, or null), ``graded_at`` (UTC), ``seed``,
-  ``grader_version`` and ``manual_points`` (points of answers graded by hand in nbgrader, which
-  no autograded score includes);
-- ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points (an id or path
-  that a spreadsheet would run as a formula starts with an apostrophe);
+  ``grader_version``, ``manual_max_points`` (the most the answers graded by hand in nbgrader can
+  add, which no autograded score includes: a maximum, not points awarded) and ``manual_points``,
+  its earlier name, the same number;
+- ``summary.csv``: id, status, score, max_score, seconds, submission, manual_points,
+  manual_max_points (the last two as in ``verdicts.jsonl``; an id or path that a spreadsheet would
+  run as a formula starts with an apostrophe);
 - ``gradescope/<id>/results.json``: the verdict in Gradescope's results format (``grader.integrations.platforms``);
 - while the run is under way, ``run.started.json`` (``StartedRun``), which ``grade batch --resume``
   checks a later run against (``earlier_part``); once the run ends, ``run.json`` (its manifest:
@@ -42,7 +44,9 @@ class Result:
 
 
 RESULT_FILES = ("verdicts.jsonl", "summary.csv", "gradescope", STARTED, MANIFEST, "report.html", "students")
-SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points"]
+# manual_points is the earlier name of manual_max_points, kept where readers found it
+SUMMARY_COLUMNS = ["id", "status", "score", "max_score", "seconds", "submission", "manual_points",
+                   "manual_max_points"]
 
 
 def refused_result(exercise_id: str, submission: Submission) -> Result:
@@ -248,10 +252,11 @@ class Outputs:
         manual = manual_points(verdict.exercise)
         record = dict(verdict.to_json(), id=result.submission.id, student=result.submission.student,
                       graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual)
+                      seed=verdict.context.get("seed"), grader_version=__version__, manual_points=manual,
+                      manual_max_points=manual)
         line = json.dumps(record)  # ASCII: a file name that is not UTF-8 is escaped, not an error
         row = [cell(printable(result.submission.id)), verdict.status, verdict.score, verdict.max_score,
-               f"{result.seconds:.2f}", cell(printable(verdict.submission)), f"{manual:g}"]
+               f"{result.seconds:.2f}", cell(printable(verdict.submission)), f"{manual:g}", f"{manual:g}"]
         if gradescope_file:
             folder = self.folder / "gradescope" / result.submission.id
             folder.mkdir(parents=True, exist_ok=True)
