@@ -180,9 +180,10 @@ def phrases() -> dict[str, str]:
     import keras
 
     allowed = [PROBE, ENCODER]
-    for path in policy()["grant"]:
-        if path.endswith(".py"):
-            allowed.append(Path(path).read_text(encoding="utf-8", errors="replace"))
+    judging = (PACKAGE_DIR / "judge", PACKAGE_DIR / "judging")
+    for path in map(Path, policy()["grant"]):  # what a grading runs, but never a part of the judge's
+        if path.suffix == ".py" and path.name != "checks.py" and not any(f in path.parents for f in judging):
+            allowed.append(path.read_text(encoding="utf-8", errors="replace"))
     for stub in (PROJECT_ROOT / "exercises").glob("*.*"):
         allowed.append(stub.read_text(encoding="utf-8", errors="replace"))
     library = Path(keras.__file__).parent
@@ -193,7 +194,7 @@ def phrases() -> dict[str, str]:
     sources += [(f"checks {path.parent.name}", _lines(path))
                 for path in sorted((PACKAGE_DIR / "exercises").glob("*/checks.py"))]
     sources += [(f"judge {path.stem}", _lines(path))
-                for path in [PACKAGE_DIR / "judge" / "reference.py", *sorted((PACKAGE_DIR / "judge" / "shared").glob("*.py"))]]
+                for path in sorted((PACKAGE_DIR / "judge").rglob("*.py"))]
     chosen = {}
     for label, lines in sources:
         kept = [line for line in dict.fromkeys(lines)
