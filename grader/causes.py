@@ -237,6 +237,23 @@ def told_once(checks) -> dict[str, str]:
     return messages
 
 
+# What a check says of a crash in code the student has not written yet (the judge's advice on a
+# NotImplementedError raised by the stub's own line): the one sign of an untouched stub.
+STILL_THE_STUB = "This part is still the stub: replace `raise NotImplementedError()` with your code."
+NOT_ATTEMPTED = "not attempted: the file is still the stub"
+
+
+def not_attempted(checks) -> bool:
+    """Whether a graded verdict is the untouched stub's: no check passed, and every failure is one
+    cause, a crash in the stub's own ``raise NotImplementedError()``. A stub with one part written
+    passes a check or fails for another cause: that is an attempt."""
+    checks = list(checks)
+    if not checks or any(c.status == "passed" for c in checks):
+        return False
+    causes = root_causes(checks)
+    return len(causes) == 1 and STILL_THE_STUB in (causes[0].root.message or "")
+
+
 def error_headline(error: str | None) -> str:
     """The first line worth reading of a verdict's error: for an error the student's code raised
     ("Importing your file raised an error:" and the error under it), the error and where it
@@ -255,5 +272,7 @@ def first_problem(verdict) -> str:
     tells its first cause, as the student's own report names it first ("" when nothing failed)."""
     if verdict.error:
         return error_headline(verdict.error)
+    if not_attempted(verdict.checks):
+        return NOT_ATTEMPTED
     causes = root_causes(verdict.checks)
     return f"{causes[0].root.id}: {causes[0].root.title}" if causes else ""

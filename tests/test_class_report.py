@@ -507,3 +507,44 @@ def test_the_written_answer_is_named_as_a_maximum_and_only_for_an_nbgrader_class
     files = [dict(v, student=None, manual_max_points=2) for v in CLASS]
     plain = render(read_results(results_folder(tmp_path / "files", files)))
     assert "Written answer" not in plain and "written-answer" not in plain
+
+
+def stub_record(identity: str) -> dict:
+    """The untouched stub's verdict as grade batch writes it: its constructor raises the stub's
+    NotImplementedError, every other check is kept from running by it."""
+    from grader.causes import STILL_THE_STUB
+
+    crash = ("Your code raised NotImplementedError while being constructed:\n  NotImplementedError: \n"
+             f"  at line 12, in __init__: raise NotImplementedError()\n{STILL_THE_STUB}")
+    record = verdict(identity, {"api.output_shape": "failed"}, identity, messages={"api.output_shape": crash})
+    later = "Not checked: your code failed earlier, while being constructed (see check api.output_shape)."
+    record["checks"] += [check(i, "skipped", later) for i in ("weights.two_norms", "gradients.norms_differ",
+                                                              "mask.padding")]
+    return record
+
+
+def test_the_untouched_stub_is_not_attempted_not_a_mistake(tmp_path):
+    """A student who handed in the stub made no mistake: the class page lists them as not attempted,
+    by the grader's own sign of the stub (its NotImplementedError, told as "still the stub"); a stub
+    with one part written, or a crash of the student's own, is still a mistake."""
+    from grader.causes import NOT_ATTEMPTED, first_problem
+    from grader.integrations.class_report import verdict_of
+
+    own_crash = stub_record("pat")
+    own_crash["checks"][0]["message"] = own_crash["checks"][0]["message"].split("\nThis part")[0]
+    part_written = stub_record("quin")
+    part_written["checks"][1].update(status="passed", points=1.0, message="")
+    page = Page(render(read_results(results_folder(tmp_path / "out", CLASS + [stub_record("ivy"), own_crash,
+                                                                               part_written]))))
+    mistakes = page.tables["mistakes"]
+    assert "ivy" not in " ".join(row[3] for row in mistakes)
+    assert "pat" in " ".join(row[3] for row in mistakes) and "quin" in " ".join(row[3] for row in mistakes)
+    rows = {row[0]: row for row in page.tables["submissions"]}
+    assert rows["ivy"][2] == "not attempted" and rows["ivy"][5] == NOT_ATTEMPTED
+    assert rows["pat"][2] == rows["quin"][2] == "failed"
+    text = " ".join(" ".join(page.text).split())
+    assert "Not attempted (1 student): the file is still the stub" in text
+    assert "(1 of them not attempted: still the stub)" in text
+    # the batch's table in the terminal tells the first problem by the same rule
+    assert first_problem(verdict_of(stub_record("ivy"))) == NOT_ATTEMPTED
+    assert first_problem(verdict_of(own_crash)) == "api.output_shape: title of api.output_shape"

@@ -208,6 +208,7 @@ class Summary:
     graded_at: tuple[str, str] | None
     rows: list[Row] = field(default_factory=list)
     manual_max: float = 0.0  # the most a written answer graded by hand in nbgrader adds; 0 outside a course
+    not_attempted: list[str] = field(default_factory=list)  # ids of the untouched stubs (failed, no mistake)
 
     @property
     def total(self) -> int:
@@ -227,7 +228,7 @@ def _median(values: list[float]) -> float:
 
 
 def summarise(results: ClassResults) -> Summary:
-    from ..causes import error_headline
+    from ..causes import NOT_ATTEMPTED, error_headline, not_attempted as untouched
 
     verdicts = results.verdicts
     manifest = results.manifest or {}
@@ -259,9 +260,14 @@ def summarise(results: ClassResults) -> Summary:
     pages = page_names(v["id"] for v in verdicts)
     groups: dict[tuple, Mistake] = {}
     rows = []
+    not_attempted = []
     for verdict in verdicts:
-        causes = causes_of(verdict, verdict_of(verdict))
-        if causes:
+        read = verdict_of(verdict)
+        causes = causes_of(verdict, read)
+        stub = verdict.get("status") == "failed" and untouched(read.checks)
+        if stub:  # no mistake: nothing was written yet
+            not_attempted.append(verdict["id"])
+        elif causes:
             key = tuple((c.root.id, observed(c.root.message), tuple(sorted(a.id for a in c.also))) for c in causes)
             if key not in groups:
                 groups[key] = Mistake([Told(c.root.id, c.root.title, c.root.message, [a.id for a in c.also])
@@ -269,9 +275,11 @@ def summarise(results: ClassResults) -> Summary:
             groups[key].students.append(verdict["id"])
         if verdict.get("error"):
             problem = error_headline(str(verdict["error"]))
+        elif stub:
+            problem = NOT_ATTEMPTED
         else:  # as grader.causes.first_problem tells it
             problem = f"{causes[0].root.id}: {causes[0].root.title}" if causes else ""
-        rows.append(Row(verdict["id"], verdict.get("student"), str(verdict.get("status")),
+        rows.append(Row(verdict["id"], verdict.get("student"), "not attempted" if stub else str(verdict.get("status")),
                         _number(verdict.get("score")), _number(verdict.get("max_score")),
                         results.seconds.get(verdict["id"]), len(causes), problem, pages[verdict["id"]]))
     position = {check_id: index for index, check_id in enumerate(rates)}
@@ -300,7 +308,7 @@ def summarise(results: ClassResults) -> Summary:
     return Summary(exercise, statuses, max_score, sum(scores) / len(scores) if scores else 0.0, _median(scores),
                    sorted(bins.items()), any(s != int(s) for s in scores), topics, mistakes, ungradable, not_graded,
                    {k: s for k, s in results.seconds.items() if s > 0}, seeds, versions, sandboxes, shard,
-                   (times[0], times[-1]) if times else None, rows, manual_max)
+                   (times[0], times[-1]) if times else None, rows, manual_max, not_attempted)
 
 
 def seed_line(summary: Summary, manifest: dict | None) -> str:
@@ -471,7 +479,9 @@ def render(results: ClassResults) -> str:
     out = [_head(title), f"<h1>{e(title)}</h1>",
            f'<p><strong>{plural(s.total, "submission")}</strong>: <span class="passed">'
            f'{s.statuses.get("passed", 0)} passed</span>, <span class="failed">{s.statuses.get("failed", 0)} '
-           f'failed</span>, <span class="error">{s.statuses.get("error", 0)} could not be graded</span>.</p>']
+           f'failed</span>'
+           + (f' ({len(s.not_attempted)} of them not attempted: still the stub)' if s.not_attempted else "")
+           + f', <span class="error">{s.statuses.get("error", 0)} could not be graded</span>.</p>']
 
     label = "points, rounded down" if s.fractional else "points"
     stats = [("Mean", f"{num(round(s.mean, 2))} of {num(s.max_score)}"),
@@ -504,8 +514,15 @@ def render(results: ClassResults) -> str:
                             "".join(_message(shown(t.message, MESSAGE)) for t in m.causes),
                             '<div class="students">' + ", ".join(_student_link(i, pages[i]) for i in m.students)
                             + "</div>"] for m in s.mistakes], {0}, "mistakes"))
-    else:
+    elif not s.not_attempted:
         out.append("<p>No graded submission failed a check.</p>")
+    else:
+        out.append("<p>No attempted submission failed a check.</p>")
+    if s.not_attempted:
+        out.append(f'<p id="not-attempted"><strong>Not attempted</strong> ({plural(len(s.not_attempted), "student")}'
+                   "): the file is still the stub (its code raises the stub's NotImplementedError), so no "
+                   'mistake is counted for it. <span class="students">'
+                   + ", ".join(_student_link(i, pages[i]) for i in s.not_attempted) + "</span></p>")
     out.append("</section>")
 
     out.append('<section id="students"><h2>Students</h2><p class="muted">Each id opens that student\'s own '

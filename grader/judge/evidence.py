@@ -11,6 +11,7 @@ import numpy as np
 
 import pytest
 
+from ..causes import STILL_THE_STUB
 from ..protocol.text import cut
 from ..sandbox.evidence import ChildRun
 from ..sandbox.process import looks_out_of_memory
@@ -215,7 +216,7 @@ def explain_error(kind: str, message: str, frames: list[dict], parts: set[str] |
 
     code = str(frames[-1].get("code", "")) if frames else ""
     if kind == "NotImplementedError" and "NotImplementedError" in code:
-        return "This part is still the stub: replace `raise NotImplementedError()` with your code."
+        return STILL_THE_STUB
     if _out_of_memory({"type": kind, "message": message}):
         return ("That is the memory limit of the grading process (--memory): look for a tensor far "
                 "larger than the layer needs.")
