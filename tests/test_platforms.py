@@ -141,6 +141,34 @@ def test_gradescope_result_of_a_submission_that_could_not_be_graded():
     assert "could not be graded" in results["output"] and "hello from the student" in results["output"]
 
 
+def test_a_syntax_error_s_caret_stays_under_its_column_in_a_code_block_no_student_text_can_end():
+    """Gradescope's Markdown folds the spaces before a caret: the lines the error quotes of the file go
+    in a fenced code block, its fence longer than any run of backticks they hold, within the same four
+    lines of 160 characters."""
+    from grader.integrations.platforms import error_markdown
+    from grader.submission import Source
+    from grader.ungradable import syntax_problem
+
+    for code in ("x = '```' +", "y = '`````' + ", "z = (1 +* " + "w" * 400 + ")"):
+        error = syntax_problem(code + "\n", Path("bad.py"), Source(code + "\n"))
+        quoted, caret = error.splitlines()[1:3]
+        verdict = error_verdict("exercise3", "/work/bad.py", error, 23.0, CONTEXT)
+        results = gradescope_results(verdict, "hidden")
+        (test,) = results["tests"]
+        for markdown in (test["output"], results["output"]):
+            lines = markdown.splitlines()
+            opening = next(i for i, line in enumerate(lines) if line.startswith("```"))
+            fence = lines[opening].removesuffix("text")
+            assert len(fence) > max((len(run) for run in re.findall("`+", error)), default=0)
+            closing = lines.index(fence, opening + 1)
+            block = lines[opening + 1:closing]
+            shown_code = text.shown(error).splitlines()[1:3]
+            assert block == [line[4:] for line in shown_code]
+            assert block[1].index("^") == len(caret) - 5  # under its column, as the error quotes it
+            assert all(len(line) <= text.VISIBLE_LINE_CHARS for line in block)
+    assert error_markdown("Why:\n    a\n    ^\nmore") == "Why:\n\n```text\na\n^\n```\n\nmore"
+
+
 def test_the_always_visible_test_quotes_only_a_few_short_lines_of_the_reason():
     """A submission can make its own error say anything (a file it read, line by line): the test
     that every student sees, whatever the visibility, gives the reason in a few short lines."""
@@ -271,6 +299,12 @@ def autograder(tmp_path_factory):
     result = grade("gradescope-autograder", "exercise3", "--out", str(out), "--visibility", "after_published")
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout
+    # its last lines say what students see before the due date, and how to choose otherwise
+    assert result.stdout.splitlines()[-2:] == [
+        "Test visibility: after_published. Before the due date, students see only whether their file could be "
+        "graded, no score and no check; every check once you publish the grades.",
+        "To change it, build the zip again with --visibility (visible, after_due_date, hidden) and upload it: "
+        f"grade gradescope-autograder exercise3 --out {out} --force --visibility visible"]
     with zipfile.ZipFile(out) as archive:
         entries = {info.filename: (archive.read(info), info.external_attr >> 16) for info in archive.infolist()}
     return out, entries

@@ -359,6 +359,8 @@ def autograder_command(argv: list[str]) -> int:
           f"requirements.txt ({len(built.requirements)} pinned packages)")
     print("Next: upload it in the assignment's Configure Autograder page; in Autograder Settings choose at "
           "least 1.0 CPU and 1.5 GB of RAM.")
+    for line in autograder_zip.visibility_lines(args.visibility, exercise.id, args.out):
+        print(line)
     return 0
 
 

@@ -161,6 +161,30 @@ Gradescope guide, docs/gradescope.md.
 """
 
 
+# What a student sees of a submission's results before the assignment's due date, by the visibility
+# of the checks (the test saying whether the file could be graded is always visible)
+BEFORE_THE_DUE_DATE = {
+    "visible": "their score and every check, with its points and message, as soon as their file is graded",
+    "after_due_date": "only whether their file could be graded, no score and no check; every check, with its "
+                      "points and message, once the due date has passed",
+    "after_published": "only whether their file could be graded, no score and no check; every check once you "
+                       "publish the grades",
+    "hidden": "only whether their file could be graded, before the due date and after it: the checks stay "
+              "hidden from them",
+}
+
+
+def visibility_lines(visibility: str, exercise_id: str, out: Path) -> list[str]:
+    """What ``grade gradescope-autograder`` says last: the visibility chosen, what students see
+    before the due date, and how to choose another."""
+    others = [v for v in BEFORE_THE_DUE_DATE if v != visibility]
+    return [f"Test visibility: {visibility}. Before the due date, students see "
+            f"{BEFORE_THE_DUE_DATE[visibility]}.",
+            f"To change it, build the zip again with --visibility ({', '.join(others)}) and upload it: "
+            f"grade gradescope-autograder {exercise_id} --out {out} --force --visibility "
+            f"{'visible' if visibility != 'visible' else 'after_due_date'}"]
+
+
 @dataclass(frozen=True)
 class AutograderZip:
     path: Path

@@ -115,7 +115,7 @@ def _loading_test(verdict) -> dict:
     if verdict.status == "error":
         # Nothing else is listed: the whole score is lost here, and the reason is shown now.
         score, max_score, status = 0.0, verdict.max_score, "failed"
-        output = markdown_text(verdict.error or "The submission could not be graded.")
+        output = error_markdown(verdict.error or "The submission could not be graded.")
     else:
         score, max_score, status = 0.0, 0.0, "passed"
         output = markdown_text(f"It loads and defines {target}; the checks below grade it.")
@@ -151,7 +151,7 @@ def _overview_markdown(verdict) -> str:
     lines = [markdown_text(shown(f"{verdict.exercise}" + (f" — {title}" if title else "") + on, NAME))]
     if verdict.status == "error":
         lines.append("**" + markdown_text("This file could not be graded.") + "**")
-        lines.append(markdown_text(verdict.error or ""))
+        lines.append(error_markdown(verdict.error or ""))
     else:
         lines.append(markdown_text(
             f"{len(verdict.checks)} checks, grouped by topic. A failed check says what it observed, "
@@ -239,6 +239,33 @@ def message_markdown(check) -> str:
     if current:
         paragraphs.append("  \n".join(current))
     return "\n\n".join(paragraphs)
+
+
+QUOTED = "    "  # how an error quotes lines of the file: a syntax error's line, and the caret under its column
+
+
+def error_markdown(text: str) -> str:
+    """Why a file could not be graded (``shown``), as Markdown: its words as text, and the lines it
+    quotes of the file (indented by ``QUOTED``) in a fenced code block, so a syntax error's caret
+    stays under its column; a fence longer than any run of backticks in them, so nothing a student
+    wrote ends the block."""
+    parts, plain, quoted = [], [], []
+
+    def flush():
+        if plain:
+            parts.append(markdown_text("\n".join(plain)))
+            plain.clear()
+        if quoted:
+            parts.append(_code_block("\n".join(quoted)))
+            quoted.clear()
+
+    for line in text.splitlines():
+        if line.startswith(QUOTED) != bool(quoted):
+            flush()
+        (quoted if line.startswith(QUOTED) else plain).append(line[len(QUOTED):] if line.startswith(QUOTED)
+                                                              else line)
+    flush()
+    return "\n\n".join(parts)
 
 
 def _code_block(text: str) -> str:
