@@ -2,9 +2,12 @@
 
     python benchmarks/platform_resources.py [--exercise ID ...] [--repeat N]
 
-Runs `grade EXERCISE --submission <reference solution> --json` (what run_autograder and a
-PrairieLearn entry point run) and, while it runs, adds up the resident memory of `grade` and
-every process under it, sampled every 20 ms from /proc. After it ends, the CPU seconds of the
+Runs `grade EXERCISE --submission <reference solution> --json --no-server`, with
+GRADE_SERVER=off, as run_autograder and a PrairieLearn entry point run it: the cold path of a
+container, where one process imports TensorFlow and grades one submission. (Through a warm
+grading server, `grade` would be a small client whose tree holds a few tens of MiB, and the
+server's memory, outside that tree, would go unmeasured.) While it runs, it adds up the resident
+memory of `grade` and every process under it, sampled every 20 ms from /proc. After it ends, the CPU seconds of the
 whole tree (user + system). Gradescope gives an autograder half a CPU by default and PrairieLearn
 a CPU share you do not choose, so wall-clock times are estimated from CPU seconds: at half a CPU a
 single-threaded run takes at least twice its CPU seconds. Prints one line per run and the
@@ -57,13 +60,20 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def measure(exercise_id: str) -> dict:
+def cold_command(exercise_id: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one grading as a platform's container runs it: no grading
+    server, whatever this machine has running or set (run_autograder exports GRADE_SERVER=off)."""
     grade = Path(sys.executable).with_name("grade")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GRADE_STATE_DIR=tempfile.mkdtemp())
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GRADE_STATE_DIR=tempfile.mkdtemp(), GRADE_SERVER="off")
+    return [str(grade), exercise_id, "--submission", str(exercises.get(exercise_id).solution), "--json",
+            "--no-server"], env
+
+
+def measure(exercise_id: str) -> dict:
+    command, env = cold_command(exercise_id)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    process = subprocess.Popen([str(grade), exercise_id, "--submission", str(exercises.get(exercise_id).solution),
-                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = 0
     done = threading.Event()
 
@@ -99,7 +109,7 @@ def main() -> int:
             run = measure(exercise_id)
             runs.append(run)
             print(f"{exercise_id}: {run['status']}, {run['wall']:.1f} s wall, {run['cpu']:.1f} CPU s, "
-                  f"peak memory {run['peak_mb']:.0f} MiB (grade and its child together)")
+                  f"peak memory {run['peak_mb']:.0f} MiB (grade and its child together, no grading server)")
     peak = max(r["peak_mb"] for r in runs)
     cpu = max(r["cpu"] for r in runs)
     need = peak * 1.5 / 1024

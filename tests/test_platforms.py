@@ -468,3 +468,18 @@ def test_grade_batch_takes_a_gradescope_visibility(tmp_path):
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "out" / "gradescope" / "bob" / "results.json").read_text())
     assert results["visibility"] == "hidden" and results["score"] == 0
+
+
+def test_the_platform_benchmark_measures_the_cold_grading_a_container_runs(monkeypatch):
+    """benchmarks/platform_resources.py stands for a container's grading: through a warm grading server
+    it would measure only the client (some 20 MiB against about 0.7 GB), whatever this machine has set."""
+    import importlib.util
+
+    monkeypatch.setenv("GRADE_SERVER", "on")
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "platform_resources.py"
+    spec = importlib.util.spec_from_file_location("platform_resources", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    command, env = module.cold_command("exercise3")
+    assert "--no-server" in command and env["GRADE_SERVER"] == "off"
+    assert "GRADE_SERVER=off" in module.__doc__
