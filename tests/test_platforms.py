@@ -483,3 +483,47 @@ def test_the_platform_benchmark_measures_the_cold_grading_a_container_runs(monke
     command, env = module.cold_command("exercise3")
     assert "--no-server" in command and env["GRADE_SERVER"] == "off"
     assert "GRADE_SERVER=off" in module.__doc__
+
+
+STAND_IN_PYTHON = r"""#!/usr/bin/env bash
+# A Python 3.11 for setup.sh: this one, except that the virtual environment it makes holds stand-ins
+# that log what pip and grade were asked to do (no package is downloaded, nothing is graded).
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+    mkdir -p "$3/bin"
+    printf '#!/usr/bin/env bash\nif [ "$1 $2" = "-m pip" ]; then echo "pip $*" >> "%s"; exit 0; fi\nexec "%s" "$@"\n' \
+        "$LOG" "$REAL" > "$3/bin/python"
+    printf '#!/usr/bin/env bash\necho "grade $*" >> "%s"\n' "$LOG" > "$3/bin/grade"
+    chmod +x "$3/bin/python" "$3/bin/grade"
+    exit 0
+fi
+exec "$REAL" "$@"
+"""
+
+
+def test_setup_sh_writes_only_into_the_folders_the_guide_gives_it(autograder, tmp_path):
+    """docs/gradescope.md's way to try setup.sh locally: with AUTOGRADER_ROOT and GRADE_BIN_DIR it makes
+    its virtual environment and its link to grade under the folder given, and checks the reference
+    solution with that grade; pip and grade are stand-ins here (no network, no TensorFlow install)."""
+    _, entries = autograder
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "gradescope.md").read_text(encoding="utf-8")
+    assert "AUTOGRADER_ROOT=ROOT GRADE_BIN_DIR=ROOT/bin GRADE_PYTHON=python3.11 bash ROOT/source/setup.sh" in guide
+    for variable in re.findall(r"^#   (GRADE_\w+|AUTOGRADER_ROOT)", entries["setup.sh"][0].decode(), re.M):
+        assert f"`{variable}`" in guide, variable
+    root, log = tmp_path / "ROOT", tmp_path / "calls.log"
+    (root / "source").mkdir(parents=True)
+    for name, (data, mode) in entries.items():
+        (root / "source" / name).write_bytes(data)
+    python = tmp_path / "python3.11"
+    python.write_text(STAND_IN_PYTHON)
+    python.chmod(0o755)
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), GRADE_BIN_DIR=str(root / "bin"), GRADE_PYTHON=str(python),
+               LOG=str(log), REAL=sys.executable)
+    result = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert os.readlink(root / "bin" / "grade") == str(root / "venv" / "bin" / "grade")
+    calls = log.read_text().splitlines()
+    assert calls[0].endswith(f"-r {root / 'source' / 'requirements.txt'}")
+    assert calls[1].endswith(".whl") and "--no-deps" in calls[1]
+    assert calls[2].startswith("grade exercise3 --submission ") and calls[2].split()[3].endswith("exercise3.py")
+    assert sorted(p.name for p in root.iterdir()) == ["bin", "source", "venv"]
