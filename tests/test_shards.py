@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, exercises
-from grader.integrations.class_report import render, root_causes
+from grader.causes import not_attempted
+from grader.integrations.class_report import render, root_causes, verdict_of
 from grader.integrations.results import read_results
 from grader.integrations.shards import Shard, ShardError, parse_shard, share_of
 
@@ -160,8 +161,8 @@ def test_the_whole_run_reports_what_its_verdicts_say(graded):
         assert row[2:7] == [str(statuses.count(s)) for s in ("passed", "failed", "error", "timeout", "skipped")]
     assert len(tables["checks"]) == len({c["id"] for line in graded for c in line["checks"]})
     groups = {}
-    for line in graded:
-        if root_causes(line):
+    for line in graded:  # the untouched stub is not attempted, no mistake
+        if root_causes(line) and not not_attempted(verdict_of(line).checks):
             groups.setdefault(root_causes(line), []).append(line["id"])
     assert sorted((int(row[0]), row[3]) for row in tables["mistakes"]) == sorted(
         (len(ids), ", ".join(ids)) for ids in groups.values())
@@ -172,6 +173,7 @@ def test_the_whole_run_reports_what_its_verdicts_say(graded):
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "&lt;b&gt;bold&lt;/b&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
     rows = {row[0]: row for row in tables["submissions"]}
+    assert rows["stub"][2] == "not attempted" and "stub" not in " ".join(row[3] for row in tables["mistakes"])
     assert rows["broken"][5].startswith("Your file exercise3.py has a SyntaxError at line 1")
     assert rows["prints_html"][5] == "ValueError: <b>bold</b><script>alert(2)</script> at line 2"
     pages = student_pages(results / "whole")
