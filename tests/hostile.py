@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import exercises
+from grader.protocol import limits
 
 STUB = exercises.get("exercise3").stub.read_text(encoding="utf-8")
 SOLUTION = exercises.get("exercise3").solution.read_text(encoding="utf-8")
@@ -335,8 +336,9 @@ report("limits", f"bytes {written}")
 JUDGE_ATTACKS = {
     # an attention whose claimed inputs and mask would broadcast to 8e12 booleans in the reader
     "mask_reduction_bomb": "LENGTH, MASK_SHAPE = 20000, (1, 20000, 1, 1)\n",
-    # a heads axis far larger than any layer of the exercise has, broadcast against the scores
-    "heads_axis_bomb": "LENGTH, MASK_SHAPE = 40, (1, 400, 40, 40)\n",
+    # a heads axis far larger than any layer of the exercise has, broadcast against the scores (the mask
+    # itself as large as one array may be, so that it reaches the judge)
+    "heads_axis_bomb": f"LENGTH, MASK_SHAPE = 40, (1, {limits.MAX_ARRAY_ELEMENTS // (40 * 40)}, 40, 40)\n",
     # a five-dimensional mask, through the identification of layers by their roles
     "five_dimensional_mask": "LENGTH, MASK_SHAPE = 40, (1, 2, 40, 40, 40)\n",
     # memory held by a file with no path, beyond every process's address space
@@ -388,9 +390,10 @@ _time.sleep(15)
 }
 
 # Weights declared with a shape of the attacker's: the report of the layer's variables says one of
-# them has (K, 1, 1, 1) values, so the grader draws that many, and a replay that broadcast them against
-# the activations would make K times the activations in the judge. The layer itself keeps its own
-# weight (the value the grader sends for it is cut back to its shape before it is set).
+# them has (K, 1, 1, 1) values, K the most one array may hold (grader.protocol.limits), so the grader
+# draws that many, and a replay that broadcast them against the activations would make K times the
+# activations in the judge. The layer itself keeps its own weight (the value the grader sends for it
+# is cut back to its shape before it is set).
 DECLARED = r"""
 LENGTH, MASK_SHAPE = 0, None
 import numpy as _np
@@ -404,7 +407,7 @@ def _declaring(self, record):
         for variable in record["data"]["variables"]:
             if variable["path"].endswith(SUFFIX) and variable["shape"] == SHAPE and not _real:
                 _real[str(variable["id"])] = list(variable["shape"])
-                variable["shape"] = [1_400_000, 1, 1, 1]
+                variable["shape"] = [DECLARED_VALUES, 1, 1, 1]
     return _emit(self, record)
 
 
@@ -417,7 +420,7 @@ def _receiving(self):
 
 
 _Stream.emit, _Stream.receive = _declaring, _receiving
-"""
+""".replace("DECLARED_VALUES", str(limits.MAX_ARRAY_ELEMENTS))
 JUDGE_ATTACKS.update({
     # a Dense bias, added to the activations of the feed-forward step
     "declared_bias_bomb": 'SUFFIX, SHAPE = "bias", [16]\n' + DECLARED,

@@ -32,6 +32,7 @@ from grader.integrations.batch import run_batch
 from grader.integrations.discovery import survey
 from grader.sandbox.privileges import UID_BASE, UID_SPAN
 from grader.api import Settings
+from grader.protocol import limits
 
 from .hostile import DAEMON_MARK, SOLUTION, STUB, Targets, sources
 
@@ -448,16 +449,18 @@ def test_evidence_sized_to_exhaust_its_reader_costs_only_its_own_grading(hostile
 
 @pytest.mark.parametrize("name", ["declared_bias_bomb", "declared_gamma_bomb", "declared_kernel_bomb"])
 def test_weights_declared_to_broadcast_in_the_judge_are_refused_by_their_shape(hostile_class, name):
-    """A correct encoder whose report declares one weight (a bias, a gamma, a kernel) with 1.4 million
-    values of shape (K, 1, 1, 1): the replay refuses the weight by its role's shape before any
-    arithmetic, so the judge stays at the solution's size, and the verdict is an ordinary failure."""
+    """A correct encoder whose report declares one weight (a bias, a gamma, a kernel) with the most
+    values one array may hold, of shape (K, 1, 1, 1): the replay refuses the weight by its role's shape
+    before any arithmetic, so the judge stays at the solution's size, and the verdict is an ordinary
+    failure."""
     results = hostile_class["results"]
     verdict = results[name].verdict
     assert verdict.status == "failed", verdict.error
     solution_peak = results["correct"].verdict.context["judge"]["peak_mb"]
     assert verdict.context["judge"]["peak_mb"] <= solution_peak + 64, verdict.context["judge"]
     forward = next(c for c in verdict.checks if c.id == "forward.post_norm")
-    assert forward.status == "failed" and "has the shape (1400000, 1, 1, 1), not the" in forward.message, forward.message
+    declared = f"has the shape ({limits.MAX_ARRAY_ELEMENTS}, 1, 1, 1), not the"
+    assert forward.status == "failed" and declared in forward.message, forward.message
 
 
 def test_the_grader_itself_needs_no_more_memory_for_a_hostile_class(hostile_class):

@@ -48,14 +48,16 @@ class EvidenceStream:
         self._sent = 0  # bytes of evidence sent, as the parent counts them
         self._forwarded = 0  # bytes they take forwarded to a judge (records.arrived)
         self._values = 0  # JSON values in them (wire.tokens)
+        self._checked: tuple[dict, int] | None = None  # the end record _end made, and its bytes forwarded
 
     def emit(self, record: dict) -> None:
-        line = _dumps(record)
-        self._send_line(line, len(line) + limits.CELL_NAME_BYTES)  # a start or done record: forwarded, at most
-
-    def _send_line(self, data: bytes, forwarded: int) -> None:
+        """Send one record. A phase's end record comes read as the parent will read it (``_end``), with
+        the bytes it takes forwarded; any other is a few bytes, counted as forwarded at most."""
+        data = _dumps(record)
+        checked, self._checked = self._checked, None
         self._sent += len(data)
-        self._forwarded += forwarded
+        self._forwarded += checked[1] if checked is not None and checked[0] is record else \
+            len(data) + limits.CELL_NAME_BYTES
         self._values += wire.tokens(data)
         if self._send is not None:
             self._send(data)
@@ -100,26 +102,25 @@ class EvidenceStream:
         try:
             yield data
         except BaseException as exc:  # student code may raise anything, SystemExit included
-            self._send_line(*self._end(name, started, data, self.describe_error(exc)))
+            self.emit(self._end(name, started, data, self.describe_error(exc)))
             return
-        self._send_line(*self._end(name, started, data, None))
+        self.emit(self._end(name, started, data, None))
 
-    def _end(self, name: str, started: float, data: dict, error: dict | None) -> tuple[bytes, int]:
-        """(the line of a phase's end record as the parent will accept it, the bytes it takes
-        forwarded): the record itself, or the phase ended with the reason it cannot travel."""
+    def _end(self, name: str, started: float, data: dict, error: dict | None) -> dict:
+        """A phase's end record as the parent will accept it: the record itself, or the phase ended with
+        the reason it cannot travel."""
         record = {"event": "end", "phase": name, "ok": error is None, "seconds": time.perf_counter() - started,
                   "data": to_plain(data), "error": error}
         try:
             line = _dumps(record)
         except (TypeError, ValueError) as exc:  # data that cannot travel: say so instead of dying
-            line = _dumps(_failed(record, "EvidenceError", str(exc)))
-            return line, len(line) + limits.CELL_NAME_BYTES
+            return _failed(record, "EvidenceError", str(exc))
         problem, forwarded = self._refusal(line)
         if problem:
-            line = _dumps(_failed(record, LimitExceeded.__name__,
-                                  f"what your layer gave here is more than the grader reads: {problem}"))
-            return line, len(line) + limits.CELL_NAME_BYTES
-        return line, forwarded
+            return _failed(record, LimitExceeded.__name__,
+                           f"what your layer gave here is more than the grader reads: {problem}")
+        self._checked = record, forwarded
+        return record
 
     def _refusal(self, line: bytes) -> tuple[str | None, int]:
         """(why the parent would refuse ``line`` after the evidence sent so far, naming the limit, or
