@@ -115,3 +115,22 @@ def test_grade_batch_gives_the_sample_class_the_manifests_scores(tmp_path):
             failed = {check["id"] for check in verdict["checks"] if check["status"] != "passed"}
             assert row["caught_by"] in failed, row
     assert (out / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_nbgrader_autograde_gives_the_sample_notebook_the_manifests_score(tmp_path):
+    """The sample class is an nbgrader course as it is: generating the assignment and autograding the
+    notebook student gives the autograded points the manifest states (the written answer, graded by
+    hand, apart)."""
+    from .test_nbgrader_course import autograded, nbgrader, scores
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GRADE_STATE_DIR=str(tmp_path / "state"))
+    folder = tmp_path / "class"
+    made = subprocess.run([sys.executable, "-m", "grader", "sample-class", str(folder)], capture_output=True,
+                          text=True, env=env, timeout=1200)
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    (row,) = [row for row in manifest["students"] if row["kind"] == "notebook"]
+    nbgrader(folder, "generate_assignment", "exercise3", "--force")
+    nbgrader(folder, "autograde", "exercise3", "--student", row["student"], "--force")
+    assert autograded(scores(folder, [row["student"]])[row["student"]]) == pytest.approx(row["score"])
