@@ -102,12 +102,8 @@ def _cut(message: str) -> str:
 def read_answer(data: bytes, declared: list[dict]) -> dict:
     """The answer, with its checks as CheckResults, every field checked against the checks the
     exercise declares (``declared``); raises BadAnswer, and nothing else."""
-    try:
+    with wire.only(BadAnswer, "it cannot be read"):
         return _read_answer(data, declared)
-    except BadAnswer:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke
-        raise BadAnswer(f"it cannot be read ({type(exc).__name__})") from None
 
 
 def _read_answer(data: bytes, declared: list[dict]) -> dict:

@@ -16,7 +16,7 @@ import secrets as _system_random
 
 import numpy as np
 
-from . import limits
+from . import limits, wire
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SGD_LEARNING_RATE = 0.05
@@ -131,12 +131,8 @@ def sequence_inputs(rng, batch: int, length: int, embed_dim: int) -> dict:
 def validated_variables(build: dict) -> list[dict]:
     """The variables of a build report, checked for form and against the limits the probe applies
     before it reports them (``limits.variables_problem``); raises BadBuildReport, and nothing else."""
-    try:
+    with wire.only(BadBuildReport, "the report cannot be read"):
         return _validated_variables(build)
-    except BadBuildReport:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a report that breaks its own checking is malformed
-        raise BadBuildReport(f"the report cannot be read ({type(exc).__name__})") from None
 
 
 def _validated_variables(build: dict) -> list[dict]:

@@ -12,6 +12,7 @@ error. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 
@@ -77,7 +78,7 @@ def loads(line: bytes, max_bytes: int | None = limits.MAX_RECORD_BYTES,
           max_values: int | None = limits.MAX_RECORD_VALUES):
     """One JSON line, decoded strictly: arrays become NumPy arrays. ``max_bytes`` and ``max_values``
     bound the line (None: its reader bounded the whole it came in). Raises WireError, and nothing else."""
-    try:
+    with only(WireError, "data the grader cannot decode", nested=NESTED):
         if not isinstance(line, (bytes, bytearray)):
             raise WireError("a record is not bytes")
         if max_bytes is not None and len(line) > max_bytes:
@@ -92,12 +93,23 @@ def loads(line: bytes, max_bytes: int | None = limits.MAX_RECORD_BYTES,
                 raise
             raise WireError(f"not valid JSON ({str(exc)[:100]})") from None
         return _decode(raw, 0)
-    except WireError:
+
+
+NESTED = f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)"
+
+
+@contextlib.contextmanager
+def only(error: type[Exception], what: str, nested: str | None = None):
+    """A decoder's boundary: whatever its input provokes ends in ``error`` and nothing else, an
+    exception of another type told as ``what (its type)``, too deep a nesting as ``nested`` where given."""
+    try:
+        yield
+    except error:
         raise
     except RecursionError:
-        raise WireError(f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)") from None
-    except Exception as exc:  # noqa: BLE001 - whatever else the bytes provoke is still their fault
-        raise WireError(f"data the grader cannot decode ({type(exc).__name__})") from None
+        raise error(nested or f"{what} (RecursionError)") from None
+    except Exception as exc:  # noqa: BLE001 - whatever else the input provokes is still its fault
+        raise error(f"{what} ({type(exc).__name__})") from None
 
 
 def _no_constants(name: str):
@@ -107,14 +119,8 @@ def _no_constants(name: str):
 def decode(value):
     """Plain JSON data (as ``json.loads`` gives it), checked and with its arrays as NumPy arrays.
     Raises WireError, and nothing else."""
-    try:
+    with only(WireError, "data the grader cannot decode", nested=NESTED):
         return _decode(value, 0)
-    except WireError:
-        raise
-    except RecursionError:
-        raise WireError(f"the data is nested too deeply (more than {limits.MAX_DEPTH} levels)") from None
-    except Exception as exc:  # noqa: BLE001 - whatever else the data provokes is still its fault
-        raise WireError(f"data the grader cannot decode ({type(exc).__name__})") from None
 
 
 def _decode(value, depth: int):
@@ -145,12 +151,8 @@ ARRAY_FIELDS = frozenset({"__array__", "shape", "data"})
 def decode_array(record: dict) -> np.ndarray:
     """An array's record as a NumPy array, its dtype, shape and size checked before any of its data is
     decoded. Raises WireError, and nothing else."""
-    try:
+    with only(WireError, "malformed array"):
         return _decode_array(record)
-    except WireError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever else the record provokes is still its fault
-        raise WireError(f"malformed array ({type(exc).__name__})") from None
 
 
 def _decode_array(record) -> np.ndarray:
