@@ -411,25 +411,9 @@ def test_grade_class_report_refuses_a_folder_without_results(make, said, tmp_pat
 
 @pytest.fixture(scope="module")
 def browser():
-    from .system_packages import installed
+    from .system_packages import headless_chromium
 
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("Selenium is not installed: pip install -e '.[test]'")
-    found = installed("chromium", "chromium-browser", "chromedriver")
-    chromium, chromedriver = found["chromium"] or found["chromium-browser"], found["chromedriver"]
-    if not chromium or not chromedriver:
-        pytest.skip("no Chromium here: apt-get install chromium chromium-driver (Debian) to open the report")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1100,1400", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=chromedriver))
+    driver = headless_chromium("1100,1400", "open the report")
     yield driver
     driver.quit()
 

@@ -264,28 +264,16 @@ def test_the_released_check_cell_without_the_grader_in_a_real_kernel(tmp_path):
 
 def test_a_browser_draws_the_cell_s_report(tmp_path):
     """The report's HTML, as a notebook shows it, in headless Chromium: its text is the report's."""
-    from .system_packages import installed
-
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("Selenium is not installed: pip install -e '.[test]'")
-    found = installed("chromium", "chromium-browser", "chromedriver")
-    chromium, chromedriver = found["chromium"] or found["chromium-browser"], found["chromedriver"]
-    if not chromium or not chromedriver:
-        pytest.skip("no Chromium here: apt-get install chromium chromium-driver (Debian) to draw the report")
     from grader.in_notebook import drawn
+
+    from .system_packages import headless_chromium
+
+    driver = headless_chromium("1000,800", "draw the report")
 
     text, page = drawn(_verdict(), 'check("exercise3")')
     path = tmp_path / "cell.html"
     path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{page}</body></html>",
                     encoding="utf-8")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=chromedriver))
     try:
         driver.get(path.as_uri())
         shown = driver.execute_script("return document.body.innerText")
