@@ -149,17 +149,26 @@ class View(str):
     ``viewed`` gives the value in the role's shape."""
 
     shape: tuple
+    columns: tuple | None  # the part of the variable the role is: columns of its last axis, in order
+    role: str | None  # which of several roles of one variable this is (a fused projection's query part)
 
-    def __new__(cls, key: str, shape):
+    def __new__(cls, key: str, shape, columns=None, role=None):
         view = super().__new__(cls, key)
         view.shape = tuple(int(d) for d in shape)
+        view.columns = None if columns is None else tuple(int(c) for c in columns)
+        view.role = role
         return view
 
 
 def viewed(key, values: dict):
-    """The value of ``key`` in ``values``, reshaped to its role's shape if ``key`` is a ``View``."""
+    """The value of ``key`` in ``values``, reshaped to its role's shape if ``key`` is a ``View`` (its
+    columns taken first where the role is part of the variable)."""
     value = values[key]
     if isinstance(key, View):
+        if key.columns is not None:
+            if max(key.columns, default=-1) >= np.shape(value)[-1]:
+                raise budget.ReplayFailed(f"a weight of shape {np.shape(value)} has no column {max(key.columns)}")
+            value = value[..., list(key.columns)]
         if math.prod(key.shape) != np.size(value):
             raise budget.ReplayFailed(f"a weight of shape {np.shape(value)} cannot play a role of shape {key.shape}")
         return anp.reshape(value, key.shape)

@@ -247,7 +247,15 @@ def build(observation: dict, values: dict[str, np.ndarray], inputs: dict[str, np
         step_of_event[event["index"]] = step.index
         terms[("step", step.index)] = recorded_output.astype(np.float64)
         names[("step", step.index)] = label
-    result = _match(output.astype(np.float64), terms, masks, names, "the layer's output")
+    try:
+        result = _match(output.astype(np.float64), terms, masks, names, "the layer's output")
+    except ReplayFailed:
+        glue = _output_step(events, events[0], steps, terms, masks, names, step_of_event, values)
+        if glue is None:
+            raise
+        result = Expr((("step", glue.index),))
+        if not close(terms[("step", glue.index)], output.astype(np.float64)):
+            raise ReplayFailed("the layer's output is not what the operations that made it gave") from None
     program = Program(steps, result, tuple(float_inputs), masks, derived)
     replayed = program.run({k: np.asarray(v, dtype=np.float64) for k, v in values.items()}, float_inputs
                            | {k: v for k, v in inputs.items() if k not in float_inputs})
@@ -307,7 +315,8 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
     recorded: dict = dict(_weight_values(weights, values))
     for source in sorted(sources - set(weights)):
         if source.startswith("event "):
-            inputs[source], recorded[source] = _layer_output(events, source, label, terms, masks, names, step_of_event)
+            inputs[source], recorded[source] = _layer_output(events, source, label, terms, masks, names, step_of_event,
+                                                              steps, values)
         else:
             inputs[source], recorded[source] = _argument(events, container, source, label, steps, terms, masks,
                                                          names, step_of_event, depth, values)
@@ -325,7 +334,7 @@ def _glue_step(events: list[dict], event: dict, name: str, made, steps: list, te
 
 
 def _layer_output(events: list[dict], source: str, label: str, terms: dict, masks: dict, names: dict,
-                  step_of_event: dict) -> tuple:
+                  step_of_event: dict, steps: list, values: dict | None) -> tuple:
     """(how it arises, its value) for the output of the layer call ``source`` ("event N") that a
     layer's operations use: a step the grader recomputed, or for a layer that holds others (an
     attention layer of the student's own), its output traced to the steps it ran."""
@@ -340,7 +349,31 @@ def _layer_output(events: list[dict], source: str, label: str, terms: dict, mask
             output.dtype.kind != "f":
         raise ReplayFailed(f"{label} use the output of a layer the grader did not recompute before them")
     value = output.astype(np.float64)
-    return _match(value, terms, masks, names, f"the output of {_label(event)}"), value
+    try:
+        return _match(value, terms, masks, names, f"the output of {_label(event)}"), value
+    except ReplayFailed:
+        glue = _output_step(events, event, steps, terms, masks, names, step_of_event, values)
+        if glue is None:
+            raise
+    if not close(terms[("step", glue.index)], value):
+        raise ReplayFailed(f"the output of {_label(event)} is not what the operations that made it gave")
+    return Expr((("step", glue.index),)), value
+
+
+def _output_step(events: list[dict], container: dict, steps: list, terms: dict, masks: dict, names: dict,
+                 step_of_event: dict, values: dict | None) -> Step | None:
+    """The operations a layer holding others ran after them to make its own output (``output_op``), as
+    a step of kind "ops" appended to ``steps``; None where its output is no operation's."""
+    made = container.get("output_op")
+    if container.get("kind") != "container" or _made_by(made)[0] is None:
+        return None
+    inside = {"index": container.get("index"), "parent": container.get("index"), "class": container.get("class"),
+              "kind": "output"}
+    glue = _glue_step(events, inside, "output", made, steps, terms, masks, names, step_of_event, values=values)
+    steps.append(glue)
+    terms[("step", glue.index)] = glue.event["output"].astype(np.float64)
+    names[("step", glue.index)] = _label(glue.event)
+    return glue
 
 
 def _argument(events: list[dict], owner: dict, source: str, label: str, steps: list, terms: dict, masks: dict,

@@ -67,8 +67,15 @@ class Structure:
         call that is only claimed."""
         if not self.verified:
             return {}
-        return {str(key): key.shape for step in self.observed.steps(*KIND_WORDS)
-                for key in step.params.values() if isinstance(key, View)}
+        shapes: dict = {}
+        for step in self.observed.steps(*KIND_WORDS):
+            for key in step.params.values():
+                if isinstance(key, View):
+                    shapes.setdefault(str(key), {})[(key.role, key.columns)] = key.shape
+        # a variable playing several roles (one Dense projecting the query, key and value together)
+        # counts as each of them
+        return {key: next(iter(roles.values())) if len(roles) == 1 else list(roles.values())
+                for key, roles in shapes.items()}
 
     def describe(self) -> str:
         return " → ".join(self.sequence) or "no attention, norm, dense or embedding layer at all"

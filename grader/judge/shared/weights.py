@@ -107,7 +107,11 @@ def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], 
     """The trainable weights have the ``expected`` shapes, each counted in the shape of the role the
     verified call gives it (``roles``: key -> shape, from ``Structure.role_shapes``)."""
     roles = roles or {}
-    observed = Counter(roles.get(k, tuple(np.shape(values[k]))) for k in trainable_keys(forward) if k in values)
+    observed: Counter = Counter()
+    for key in trainable_keys(forward):
+        if key in values:
+            shape = roles.get(key, tuple(np.shape(values[key])))
+            observed.update(shape if isinstance(shape, list) else [shape])
     wanted = Counter(expected)
     if observed == wanted:
         return
