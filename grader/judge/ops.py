@@ -236,20 +236,27 @@ def einsum_dense(x, kernel, bias, equation: str, bias_axes: str | None, activati
     return activation(y, activation_name)
 
 
-def layer_norm(x, gamma, beta, epsilon):
+def layer_norm(x, gamma, beta, epsilon, axes: tuple | None = None):
+    """Keras's LayerNormalization over the last axis, or over ``axes`` (counted from 0), its gamma
+    and beta shaped as those axes of ``x``."""
     if np.ndim(x) < 1:
         raise budget.ReplayFailed("a LayerNormalization called on a scalar")
+    axes = (np.ndim(x) - 1,) if axes is None else tuple(axes)
+    if any(a >= np.ndim(x) for a in axes):
+        raise budget.ReplayFailed(f"a LayerNormalization over axis {max(axes)} of a tensor of rank {np.ndim(x)}")
+    own = tuple(np.shape(x)[a] for a in axes)
+    broadcast = tuple(np.shape(x)[d] if d in axes else 1 for d in range(np.ndim(x)))
     for role, value in (("gamma", gamma), ("beta", beta)):
         if value is not None:
-            _shape_of(role, value, (np.shape(x)[-1],))
+            _shape_of(role, value, own)
     budget.charge(6 * np.size(x), np.size(x))
-    mean = anp.mean(x, axis=-1, keepdims=True)
-    variance = anp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    mean = anp.mean(x, axis=axes, keepdims=True)
+    variance = anp.mean((x - mean) ** 2, axis=axes, keepdims=True)
     y = (x - mean) / anp.sqrt(variance + epsilon)
     if gamma is not None:
-        y = y * gamma
+        y = y * anp.reshape(gamma, broadcast)
     if beta is not None:
-        y = y + beta
+        y = y + anp.reshape(beta, broadcast)
     return y
 
 

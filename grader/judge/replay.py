@@ -597,8 +597,13 @@ def _constants(event: dict, label: str) -> dict:
         epsilon = constants.get("epsilon")
         if not isinstance(epsilon, (int, float)) or not 0 <= epsilon <= MAX_EPSILON:
             raise ReplayFailed(f"{label}'s epsilon is not a small positive number")
-        if not constants.get("last_axis") or constants.get("rms_scaling"):
-            raise ReplayFailed(f"{label} normalises over other axes than the last, which the grader cannot replay")
+        if constants.get("rms_scaling"):
+            raise ReplayFailed(f"{label} scales by the root mean square (rms_scaling), which the grader cannot replay")
+        axes = constants.get("axes")
+        if not constants.get("last_axis") and not (
+                isinstance(axes, list) and 0 < len(axes) <= 4 and
+                all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a < 8 for a in axes)):
+            raise ReplayFailed(f"{label} normalises over axes the grader cannot read")
     if kind == "attention":
         mask = constants.get("mask")
         if mask is not None and (not isinstance(mask, np.ndarray) or mask.ndim > 4):
@@ -796,7 +801,8 @@ def _apply(step: Step, values: dict, argument):
         return ops.einsum_dense(arg(names[0]), weight("kernel"), weight("bias"), c["equation"], c.get("bias_axes"),
                                 c.get("activation", "linear"))
     if kind == "norm":
-        return ops.layer_norm(arg(names[0]), weight("gamma"), weight("beta"), float(c["epsilon"]))
+        return ops.layer_norm(arg(names[0]), weight("gamma"), weight("beta"), float(c["epsilon"]),
+                              None if c.get("last_axis") else tuple(c["axes"]))
     if kind == "embedding":
         return ops.embedding(weight("embeddings"), arg(names[0]))
     if kind == "identity":

@@ -219,6 +219,8 @@ def describe_call(layer, registry: Registry, kind: str, arguments: dict) -> tupl
         if rank is not None and "wrapped_by" in c:
             rank -= 1  # the wrapped norm sees one position at a time
         c["last_axis"] = len(axis) == 1 and (axis[0] == -1 or (rank is not None and axis[0] == rank - 1))
+        if rank is not None and all(isinstance(a, int) and -rank <= a < rank for a in axis):
+            c["axes"] = sorted({a % rank for a in axis})  # which axes it normalises over, from 0
         c["rms_scaling"] = bool(getattr(layer, "rms_scaling", False))
     elif kind == "embedding":
         p["embeddings"] = registry.param(getattr(layer, "embeddings", None))

@@ -53,6 +53,13 @@ MISTAKES = layer_api_mistakes(
         "one instance is called 2 times",
     ),
     Mistake(
+        "norm_over_positions",
+        edit(("self.layernorm_2 = layers.LayerNormalization()", "self.layernorm_2 = layers.LayerNormalization(axis=1)")),
+        ("weights.norm_parameters", "weights.trainable_list", "gradients.norms_differ", "gradients.norms_diverge",
+         "forward.post_norm"),
+        "norm 2 normalises over axis 1 (the positions)",
+    ),
+    Mistake(
         "reused_norm",
         edit(("return self.layernorm_2(proj_input", "return self.layernorm_1(proj_input")),
         ("weights.two_norms", "gradients.norms_differ"),

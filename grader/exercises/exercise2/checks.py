@@ -20,6 +20,7 @@ from ...judge.shared.structure import (
     self_attention_inputs, trace_leaves, trainable_keys,
 )
 from ...judge.shared.weights import (
+    assert_norms_over_features,
     ONE_NORM_WHY, assert_distinct_norms, assert_norm_parameters, assert_trainable_shapes, attention_hints,
     attention_shapes, written_attention_slip,
 )
@@ -128,6 +129,7 @@ def check_residual_norm(plain, job, values):
         "norm": {"gamma": norms[0].params.get("gamma"), "beta": norms[0].params.get("beta"),
                  "epsilon": float(norms[0].constants["epsilon"])},
     }
+    assert_norms_over_features(structure)
     variants = attention_block_variants(x, resolve(roles, values))
     assert_matches_reference(np.asarray(plain.output, dtype=np.float64), variants, MISTAKES, EXPECTED, WHY,
                              otherwise=lambda: (written_attention_slip(attention),

@@ -25,6 +25,7 @@ from ...judge.shared.structure import (
     pseudo_steps_of, self_attention_inputs, trace_leaves,
 )
 from ...judge.shared.weights import (
+    assert_norms_over_features,
     assert_distinct_norms, assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason,
     written_attention_slip,
 )
@@ -218,6 +219,8 @@ def check_post_norm(plain, job, values):
                   "epsilon": float(norms[1].constants["epsilon"])},
     }
     from ...judge.reference import resolve
+
+    assert_norms_over_features(structure)
 
     variants = encoder_variants(_inputs(job), resolve(roles, values))
 

@@ -27,6 +27,7 @@ from ...judge.shared.structure import (
     identify_by_roles, observed_call, pseudo_steps_of, trace_leaves,
 )
 from ...judge.shared.weights import (
+    assert_norms_over_features,
     assert_distinct_norms, assert_trainable_shapes, attention_hints, attention_shapes, shared_norm_reason,
     written_attention_slip,
 )
@@ -398,6 +399,7 @@ def check_decoder(plain, job, values):
         roles[f"norm{index}"] = {"gamma": step.params.get("gamma"), "beta": step.params.get("beta"),
                                  "epsilon": float(step.constants["epsilon"])}
     x, encoder, _ = _arrays(job, "forward")
+    assert_norms_over_features(structure)
     parts = resolve(roles, values)
     variants = decoder_variants(x, encoder, parts)
 

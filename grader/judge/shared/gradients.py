@@ -9,7 +9,7 @@ import numpy as np
 from .. import analysis
 from ..framework import fail
 from .structure import Structure
-from .weights import shared_norm_why
+from .weights import assert_norms_over_features, shared_norm_why
 
 
 @dataclass
@@ -96,6 +96,7 @@ def key_biases(structure: Structure) -> set[str]:
 
 
 def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:
+    assert_norms_over_features(structure)
     norms = structure.norm_steps
     if len(norms) < count:
         fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", shared_norm_why(count))
@@ -131,6 +132,7 @@ def assert_norm_gradients_differ(report: GradientReport, structure: Structure, c
 def assert_norms_diverge(evidence, observed: analysis.Observed, structure: Structure, job: dict, count: int) -> None:
     data = evidence.phase("gradients", "gradients.all_variables")
     after = {str(k): v for k, v in (data.get("after_steps") or {}).items()}
+    assert_norms_over_features(structure)
     norms = structure.norm_steps[:count]
     if len(norms) < count:
         fail(f"{len(norms)} LayerNormalization call(s).", f"{count} norms.", shared_norm_why(count))

@@ -53,6 +53,19 @@ class Structure:
     def norm_steps(self):
         return self.of("norm")
 
+    def norm_axes(self) -> list[str]:
+        """What each norm that normalises over other axes than the features (the last) does instead,
+        in words: "norm 2 normalises over axis 1 (the positions)"."""
+        said = []
+        for position, step in enumerate(self.norm_steps, start=1):
+            axes = step.constants.get("axes")
+            if step.constants.get("last_axis") or not isinstance(axes, list):
+                continue
+            words = {0: "the batch", 1: "the positions"}
+            named = ", ".join(f"{a} ({words[a]})" if a in words else str(a) for a in axes)
+            said.append(f"norm {position} normalises over axis {named} instead of the features (the last axis)")
+        return said
+
     @property
     def dense_steps(self):
         return self.of(*DENSE_KINDS)

@@ -76,7 +76,7 @@ def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[
     why = why or shared_norm_why(len(steps))
     if not steps:
         fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", why)
-    problems = []
+    problems = structure.norm_axes()
     owners: dict[str, int] = {}
     for position, step in enumerate(steps, start=1):
         for name in ("gamma", "beta"):
@@ -100,6 +100,18 @@ def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[
             "variable with another.",
             SHARED_NORM_SEE if shared_seen and all("same variable" in p for p in problems) else why,
         )
+
+
+NORM_AXIS_WHY = ("A LayerNormalization normalises each position's feature vector over its features: over "
+                 "another axis, one position's output depends on the others, padding included.")
+
+
+def assert_norms_over_features(structure: Structure, expected: str = "every norm over the features (the last "
+                                                                       "axis), as LayerNormalization() does.") -> None:
+    """Fails, naming the axis, where a norm normalises over other axes than the last."""
+    said = structure.norm_axes()
+    if said:
+        fail("; ".join(said) + ".", expected, NORM_AXIS_WHY)
 
 
 def assert_trainable_shapes(forward: dict, values: dict, expected: list[tuple], summary: str, hints: list[str],
