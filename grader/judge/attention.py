@@ -1,26 +1,32 @@
 """Finds the attention a verified call computes with operations of its own, by what they do.
 
-A student may write multi-head attention by hand: Dense projections of the query, the keys and
-the values, then operations (reshapes into heads, a scaled dot product, a mask added to the
-scores, a softmax, the weighted sum, the heads joined again), then a Dense on the joined heads.
-The replay follows such a call step by step (``replay``), but its steps are Dense layers and
-operations, not the ``MultiHeadAttention`` the checks look for. This module finds, in the
-verified program, every group of steps that has that shape — three Dense projections whose
-outputs only a step of operations combines, and a Dense that takes that step's result — and
-says what it does, from the parent's own numbers:
+A student may write multi-head attention by hand: projections of the query, the keys and the
+values, then operations (reshapes into heads, a scaled dot product, a mask added to the scores, a
+softmax, the weighted sum, the heads joined again, or ``keras.ops.dot_product_attention``), then a
+projection of the joined heads. The replay follows such a call step by step (``replay``), but its
+steps are projection layers and operations, not the ``MultiHeadAttention`` the checks look for.
+This module finds, in the verified program, every step of operations that takes projections — three
+Dense or EinsumDense projections, or one wider projection (``Dense(3 * width)``) whose parts the
+operations split out — and whose result a projection layer takes, and says what it does, from the
+parent's own numbers:
 
+- which part of which projection each role is: the operations that only move numbers (reshapes,
+  transposes, splits, indexing) are run on the projections' element numbers, and the tensors the
+  other operations take say which columns went where (``_parts``);
 - which projection is the query, the key and the value, and how many heads: the combination
   under which the operations give exactly the scaled dot-product attention of the projections;
 - which keys each query sees: the operations run again with one key position's value changed
   at a time, and a query whose result changes sees that key — what the attention does to padded
-  keys, however the mask was written (a boolean ``where``, ``scores += (1 - mask) * -1e9``);
+  keys, however the mask was written (a boolean ``where``, ``scores += (1 - mask) * -1e9``, a
+  ``mask`` or ``bias`` of ``dot_product_attention``);
 - if no combination gives the scaled dot-product attention, why not, as far as the grader can
   tell (a scale other than 1/sqrt(key_dim), a softmax over the queries).
 
 Each group found becomes an attention step (``replay.Step`` of kind "attention") standing for
-its Dense and operation steps: its projection kernels and biases as ``ops.View`` of the Dense
-variables in the shapes MultiHeadAttention gives them, the mask it applies, its heads. The
-program keeps computing with its own steps; the attention steps are what the checks read.
+its projection and operation steps: its projection kernels and biases as ``ops.View`` of the
+projections' variables (or of their columns) in the shapes MultiHeadAttention gives them, the mask
+it applies, its heads. The program keeps computing with its own steps; the attention steps are what
+the checks read.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import analysis
+from .. import analysis, budget
 from ..framework import fail
 from .structure import Structure
 from .weights import assert_norms_over_features, shared_norm_why
@@ -93,6 +93,41 @@ def _listed(names: list[str], limit: int = 4) -> str:
 
 def key_biases(structure: Structure) -> set[str]:
     return {s.params["key_bias"] for s in structure.of("attention") if s.params.get("key_bias")}
+
+
+def cancelled(observed: analysis.Observed, report: GradientReport, values: dict) -> set[str]:
+    """The variables with an all-zero exact gradient whose every value the verified computation
+    cancels: its output is the same when each is changed by large random amounts, as for an attention
+    key's bias (softmax ignores a shift shared by all keys), however the attention is written. Found on
+    the parent's own recomputation, so a zero the computation implies is excused by the computation."""
+    if not observed.verified:
+        return set()
+    found = set()
+    try:
+        base = np.asarray(observed.run(values), dtype=np.float64)
+    except (budget.ReplayFailed, ValueError, FloatingPointError):  # a computation that cannot run again excuses nothing
+        return set()
+    rng = np.random.default_rng(11)
+    for key in report.keys:
+        exact = report.exact.get(key)
+        if key not in values or exact is None or np.any(np.abs(exact) > 1e-6 * max(report.scale, 1e-9)):
+            continue
+        same = True
+        for _ in range(2):
+            changed = dict(values, **{key: values[key] + rng.normal(scale=1.0 + float(np.max(np.abs(values[key]),
+                                                                                               initial=0.0)),
+                                                                      size=np.shape(values[key]))})
+            try:
+                again = np.asarray(observed.run(changed), dtype=np.float64)
+            except (budget.ReplayFailed, ValueError, FloatingPointError):
+                same = False
+                break
+            if again.shape != base.shape or not np.allclose(again, base, rtol=1e-6, atol=1e-6):
+                same = False
+                break
+        if same:
+            found.add(key)
+    return found
 
 
 def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:

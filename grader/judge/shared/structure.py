@@ -113,8 +113,9 @@ def attends_over(observed: analysis.Observed, *sources: str) -> bool:
 
 NO_ATTENTION_FOUND = (
     "the grader verified your layer's computation but found no attention over its inputs in it to read this "
-    "from (it recognises MultiHeadAttention, and an attention written as three Dense projections whose outputs "
-    "operations combine, followed by a Dense)"
+    "from (it finds an attention by what it computes: projections of the query, the keys and the values, "
+    "by Dense or EinsumDense layers or the parts of one wider projection, that only operations combine, "
+    "followed by one projection layer on the joined heads)"
 )
 
 
@@ -123,9 +124,10 @@ def fail_no_attention_found(observed_steps: str, expected: str) -> None:
     could not do, not a verdict on the computation, and which checks judged the behaviour anyway."""
     fail(
         f"the grader recomputed your layer ({observed_steps}) but found no attention in it that it can "
-        "compare with the exercise's: it recognises MultiHeadAttention (or a subclass), and an attention written "
-        "as three Dense projections of the query, the keys and the values whose outputs only your operations "
-        "combine, followed by one Dense on the joined heads. The checks of what your layer does (gradients, "
+        "compare with the exercise's: it finds an attention by what it computes, from projections of the query, "
+        "the keys and the values (Dense or EinsumDense layers, or the parts of one wider projection) whose "
+        "outputs only your operations combine, followed by one projection layer (Dense or EinsumDense) on the "
+        "joined heads. The checks of what your layer does (gradients, "
         "padding, inference, config) judged it without this.",
         expected,
         "The forward, weight and mask-structure checks compare your layer's parts with the exercise's; without "
