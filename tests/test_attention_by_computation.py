@@ -176,9 +176,15 @@ ALL = [(e, s, f) for e in EXERCISES for s in STYLES for f in forms(s)]
 DEFAULT = {(e, s, forms(s)[(i + j) % len(forms(s))]) for j, e in enumerate(EXERCISES) for i, s in enumerate(STYLES)}
 
 
+# A MultiHeadAttention subclass is still replayed as its base class where its call computes its own way
+NOT_YET = pytest.mark.xfail(strict=True, reason="a MultiHeadAttention subclass with its own call() is replayed as "
+                                                "its base class")
+
+
 def _cases():
     for case in ALL:
         marks = () if case in DEFAULT else (pytest.mark.slow,)
+        marks += (NOT_YET,) if case[1] == "mha_subclass_call" else ()
         yield pytest.param(*case, id="-".join(case), marks=marks)
 
 
@@ -225,7 +231,8 @@ def twin(style: str, change: str) -> str:
     raise AssertionError(f"no place for {change} in {style}")
 
 
-TWIN_CASES = [(s, c) for s in STYLES for c in TWINS if not (c == "scaled_by_key_dim" and s == "einsum_dense_dpa")]
+TWIN_CASES = [(s, c) for s in STYLES for c in TWINS if not (c == "scaled_by_key_dim" and s == "einsum_dense_dpa")
+              and s != "mha_subclass_call"]
 
 
 @pytest.mark.parametrize("style, change", TWIN_CASES, ids=[f"{s}-{c}" for s, c in TWIN_CASES])

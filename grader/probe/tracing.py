@@ -100,32 +100,7 @@ def kind_of(layer) -> str:
     return _own_kind(computing_layer(layer))
 
 
-# Methods a subclass may define and still compute what its Keras class computes: construction,
-# configuration, saving, shapes. Any other method it defines (its own call(), _compute_attention,
-# _masked_softmax, ...) may change what a call computes, so such a layer is followed as what it runs.
-CONSTRUCTION = frozenset({
-    "__init__", "__repr__", "__str__", "build", "get_config", "from_config", "get_build_config",
-    "build_from_config", "compute_output_shape", "compute_output_spec", "compute_mask", "save_own_variables",
-    "load_own_variables", "__getstate__", "__setstate__", "__reduce__", "__init_subclass__", "_obj_type",
-})
-
-
-def computes_its_own(layer) -> bool:
-    """Whether a class of the student's own between ``layer``'s class and the first Keras class of its
-    MRO defines a method that may change what the Keras class computes (``CONSTRUCTION`` aside)."""
-    for cls in type(layer).__mro__:
-        if cls.__module__.startswith("keras."):
-            return False
-        for name, value in vars(cls).items():
-            function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-            if callable(function) and not isinstance(function, type) and name not in CONSTRUCTION:
-                return True
-    return False
-
-
 def _own_kind(layer) -> str:
-    if computes_its_own(layer) and not isinstance(layer, (keras.Sequential, keras.Model)):
-        return "container"  # a subclass computing its own way: what its call runs, never its base class
     if isinstance(layer, _L.MultiHeadAttention):
         return "attention"
     if isinstance(layer, _L.EinsumDense):
