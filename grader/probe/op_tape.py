@@ -265,14 +265,6 @@ class OpRecorder:
                         or inspect.ismodule(value):
                     continue
                 self._patch(module, name, value, functools.partial(_wrap, name=prefix + name))
-        # Keras's own layers call the same functions through its internal modules (keras.src.ops): a
-        # layer followed as what it runs (a subclass of MultiHeadAttention calling super()) runs them there
-        for module in _internal_op_modules():
-            for name in dir(module):
-                value = getattr(module, name, None)
-                if not name.startswith("_") and name not in _NOT_OPERATIONS and callable(value) and \
-                        not isinstance(value, type) and getattr(keras.ops, name, None) is value:
-                    self._patch(module, name, value, functools.partial(_wrap, name=name))
         # the backend's tensors, and Keras's variables (a weight's own operators: self.gamma * x)
         for tensor in (*runtime.tensor_classes(), *_variable_classes()):
             for dunder, (name, reflected) in _OPERATORS.items():
@@ -319,18 +311,6 @@ class OpRecorder:
             yield
         finally:
             self._busy = False
-
-
-def _internal_op_modules() -> list:
-    """Keras's internal modules that hold the functions of ``keras.ops`` (``keras.src.ops`` and the
-    modules it gathers them from), where Keras's own layers find them."""
-    found = []
-    for name in ("keras.src.ops", "keras.src.ops.numpy", "keras.src.ops.nn", "keras.src.ops.core",
-                 "keras.src.ops.math", "keras.src.ops.linalg"):
-        module = sys.modules.get(name)
-        if module is not None:
-            found.append(module)
-    return found
 
 
 def _wrap_value_read(read: property) -> property:

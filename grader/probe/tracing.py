@@ -329,8 +329,9 @@ class CallTracer:
                 # follows a custom layer's
                 event["ops"] = tape.records
                 event["ops_truncated"] = tape.truncated
-                if tape.producer(first) is not None:
-                    event["output_op"] = tape.producer(first)
+                made = tape.producer(first)
+                if made is not None:
+                    event["output_op"] = made
             else:
                 event.pop("masks", None)
         return outputs

@@ -102,32 +102,26 @@ def cancelled(observed: analysis.Observed, report: GradientReport, values: dict)
     the parent's own recomputation, so a zero the computation implies is excused by the computation."""
     if not observed.verified:
         return set()
-    found = set()
     try:
         base = np.asarray(observed.run(values), dtype=np.float64)
     except (budget.ReplayFailed, ValueError, FloatingPointError):  # a computation that cannot run again excuses nothing
         return set()
     rng = np.random.default_rng(11)
-    for key in report.keys:
-        exact = report.exact.get(key)
-        if key not in values or exact is None or np.any(np.abs(exact) > 1e-6 * max(report.scale, 1e-9)):
-            continue
-        same = True
-        for _ in range(2):
-            changed = dict(values, **{key: values[key] + rng.normal(scale=1.0 + float(np.max(np.abs(values[key]),
-                                                                                               initial=0.0)),
-                                                                      size=np.shape(values[key]))})
-            try:
-                again = np.asarray(observed.run(changed), dtype=np.float64)
-            except (budget.ReplayFailed, ValueError, FloatingPointError):
-                same = False
-                break
-            if again.shape != base.shape or not np.allclose(again, base, rtol=1e-6, atol=1e-6):
-                same = False
-                break
-        if same:
-            found.add(key)
-    return found
+    zero = [key for key in report.keys if key in values and report.exact.get(key) is not None
+            and not np.any(np.abs(report.exact[key]) > 1e-6 * max(report.scale, 1e-9))]
+    return {key for key in zero if all(_unchanged(observed, values, key, base, rng) for _ in range(2))}
+
+
+def _unchanged(observed: analysis.Observed, values: dict, key: str, base: np.ndarray, rng) -> bool:
+    """Whether the verified computation gives ``base`` again with ``key``'s value changed at random."""
+    value = values[key]
+    scale = 1.0 + float(np.max(np.abs(value), initial=0.0))
+    try:
+        again = np.asarray(observed.run(dict(values, **{key: value + rng.normal(scale=scale, size=np.shape(value))})),
+                           dtype=np.float64)
+    except (budget.ReplayFailed, ValueError, FloatingPointError):
+        return False
+    return again.shape == base.shape and bool(np.allclose(again, base, rtol=1e-6, atol=1e-6))
 
 
 def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:
