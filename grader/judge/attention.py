@@ -179,16 +179,12 @@ def _parts(glue, projections: dict, arguments: dict, width: int) -> dict:
         offset += size
     if not codes:
         return {}
-    results: list = []
-    followed: dict = {}  # position -> the coded tensor an operation gave
-    for position, record in enumerate(records):
-        coded = _layout(record, codes, results)
-        results.append(coded)
-        if coded is not None:
-            followed[position] = coded
+    results: list = []  # at each position, the coded tensor a layout operation gave, else None
+    for record in records:
+        results.append(_layout(record, codes, results))
     taken = []  # the coded tensors the other operations take
     for position, record in enumerate(records):
-        if position in followed:
+        if results[position] is not None:
             continue
         for argument in list(record["args"]) + list(record["kwargs"].values()):
             value = _coded(argument, codes, results)
@@ -226,11 +222,13 @@ def _layout(record: dict, codes: dict, results: list):
     arguments = list(record["args"]) + list(record["kwargs"].values())
     if not arguments or _coded(arguments[0], codes, results) is None:
         return None
+    def resolved(argument):
+        coded = _coded(argument, codes, results)
+        return coded if coded is not None else tape.resolve(argument, {}, results)
+
     try:
-        args = [_coded(a, codes, results) if _coded(a, codes, results) is not None else tape._resolve(a, {}, results)
-                for a in record["args"]]
-        kwargs = {k: _coded(v, codes, results) if _coded(v, codes, results) is not None else tape._resolve(v, {}, results)
-                  for k, v in record["kwargs"].items()}
+        args = [resolved(a) for a in record["args"]]
+        kwargs = {k: resolved(v) for k, v in record["kwargs"].items()}
         if record["op"] in ("getitem", "get_item") and len(args) == 2 and isinstance(args[1], list):
             args[1] = tuple(args[1])
         if record["op"] == "cast":

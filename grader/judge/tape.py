@@ -150,7 +150,9 @@ def _check_argument(argument, position: int, label: str, depth: int = 0) -> None
 # --------------------------------------------------------------------------- running
 
 
-def _resolve(argument, sources: dict, results: list):
+def resolve(argument, sources: dict, results: list):
+    """An operation's argument as a value: a source's, an earlier result's (or one of the tensors it
+    gave), or the plain value it holds."""
     (tag, value), = argument.items()
     if tag == "op":
         if isinstance(results[value], tuple):
@@ -168,7 +170,7 @@ def _resolve(argument, sources: dict, results: list):
     if tag == "constant":
         return np.asarray(value, dtype=np.float64) if value.dtype.kind == "f" else np.asarray(value)
     if tag == "list":
-        return [_resolve(item, sources, results) for item in value]
+        return [resolve(item, sources, results) for item in value]
     if tag == "slice":
         return slice(*value)
     if tag == "ellipsis":
@@ -179,8 +181,8 @@ def _resolve(argument, sources: dict, results: list):
 
 
 def _apply(record: dict, sources: dict, results: list):
-    args = [_resolve(a, sources, results) for a in record["args"]]
-    kwargs = {k: _resolve(v, sources, results) for k, v in record["kwargs"].items()}
+    args = [resolve(a, sources, results) for a in record["args"]]
+    kwargs = {k: resolve(v, sources, results) for k, v in record["kwargs"].items()}
     if record["op"] in ("getitem", "get_item") and len(args) == 2 and isinstance(args[1], list):
         args[1] = tuple(args[1])
     try:
@@ -198,7 +200,7 @@ def run(event: dict, sources: dict):
     used = needed(event["ops"], event["result"])
     for position, record in enumerate(event["ops"]):
         results.append(_apply(record, sources, results) if position in used else None)
-    return _resolve(event["result"], sources, results)
+    return resolve(event["result"], sources, results)
 
 
 def verify(event: dict, sources: dict, label: str, close) -> None:
@@ -222,7 +224,7 @@ def verify(event: dict, sources: dict, label: str, close) -> None:
         if not same:
             raise ReplayFailed(f"{label}: {describe(record)} does not give what the layer recorded for it")
         results.append(value)
-    _resolve(event["result"], sources, results)
+    resolve(event["result"], sources, results)
 
 
 def agrees(value, recorded: np.ndarray, close) -> bool:
