@@ -1,8 +1,8 @@
 """A correct layer the grader verifies but cannot take apart scores what its behaviour proves.
 
-The encoder below is correct: its attention projects the query, keys and values with Dense layers,
-but projects the joined heads back with a kernel and a bias of its own (``add_weight``) multiplied
-in by operations. The grader recomputes every step of it from its own numbers, but finds no
+The encoder below is correct: its attention projects the query, keys and values with one Dense of
+three times the width and splits the result (as minGPT-style code does), and projects the joined
+heads back with a kernel and a bias of its own (``add_weight``) multiplied in by operations. The grader recomputes every step of it from its own numbers, but finds no
 attention in it (an attention's output projection is a projection layer it can read). The checks of
 behaviour — gradients, padding invariance, the norms, inference, config — still award their points;
 the checks of structure say plainly that they could not be applied and why, and point to the one
@@ -25,6 +25,10 @@ def _unrecognised_attention() -> str:
     _, variants = catalog("ch15_encoder")
     source = next(v.source for v in variants if v.name == "keras_ops_attention_written_by_hand")
     for old, new in (
+        ("        self.query = _layers.Dense(width)\n        self.key = _layers.Dense(width)\n"
+         "        self.value = _layers.Dense(width)\n", "        self.qkv = _layers.Dense(3 * width)\n"),
+        ("q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))",
+         "q, k, v = (self._split(part) for part in _ops.split(self.qkv(x), 3, axis=-1))"),
         ("        self.out = _layers.Dense(width)\n",
          "        self.out_kernel = self.add_weight(shape=(width, width), name=\"out_kernel\")\n"
          "        self.out_bias = self.add_weight(shape=(width,), initializer=\"zeros\", name=\"out_bias\")\n"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import analysis, budget
+from .. import analysis
 from ..framework import fail
 from .structure import Structure
 from .weights import assert_norms_over_features, shared_norm_why
@@ -93,35 +93,6 @@ def _listed(names: list[str], limit: int = 4) -> str:
 
 def key_biases(structure: Structure) -> set[str]:
     return {s.params["key_bias"] for s in structure.of("attention") if s.params.get("key_bias")}
-
-
-def cancelled(observed: analysis.Observed, report: GradientReport, values: dict) -> set[str]:
-    """The variables with an all-zero exact gradient whose every value the verified computation
-    cancels: its output is the same when each is changed by large random amounts, as for an attention
-    key's bias (softmax ignores a shift shared by all keys), however the attention is written. Found on
-    the parent's own recomputation, so a zero the computation implies is excused by the computation."""
-    if not observed.verified:
-        return set()
-    try:
-        base = np.asarray(observed.run(values), dtype=np.float64)
-    except (budget.ReplayFailed, ValueError, FloatingPointError):  # a computation that cannot run again excuses nothing
-        return set()
-    rng = np.random.default_rng(11)
-    zero = [key for key in report.keys if key in values and report.exact.get(key) is not None
-            and not np.any(np.abs(report.exact[key]) > 1e-6 * max(report.scale, 1e-9))]
-    return {key for key in zero if all(_unchanged(observed, values, key, base, rng) for _ in range(2))}
-
-
-def _unchanged(observed: analysis.Observed, values: dict, key: str, base: np.ndarray, rng) -> bool:
-    """Whether the verified computation gives ``base`` again with ``key``'s value changed at random."""
-    value = values[key]
-    scale = 1.0 + float(np.max(np.abs(value), initial=0.0))
-    try:
-        again = np.asarray(observed.run(dict(values, **{key: value + rng.normal(scale=scale, size=np.shape(value))})),
-                           dtype=np.float64)
-    except (budget.ReplayFailed, ValueError, FloatingPointError):
-        return False
-    return again.shape == base.shape and bool(np.allclose(again, base, rtol=1e-6, atol=1e-6))
 
 
 def assert_norm_gradients_differ(report: GradientReport, structure: Structure, count: int) -> None:
