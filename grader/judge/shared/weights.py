@@ -73,7 +73,7 @@ def assert_distinct_norms(structure: Structure, count: int, positions: str) -> N
 def assert_norm_parameters(structure: Structure, embed_dim: int, trainable: set[str], values: dict,
                            shared_seen: bool = False, why: str | None = None) -> None:
     steps = structure.norm_steps
-    why = why or shared_norm_why(len(steps))
+    why = why or (NORM_AXIS_WHY if structure.norm_axes() else shared_norm_why(len(steps)))
     if not steps:
         fail("no LayerNormalization layer was called.", "norms, each with gamma and beta.", why)
     problems = structure.norm_axes()
